@@ -1,0 +1,45 @@
+# ctrlquorum — build, run and test.
+GO        ?= go
+BIN       := bin/ctrlnode
+PKGS      := ./...
+FUZZTIME  ?= 30s
+BENCHTIME ?= 1x
+
+.PHONY: all build run test test-short bench fuzz lint deps clean
+
+all: lint build test
+
+build:
+	$(GO) build -o $(BIN) ./cmd/ctrlnode
+
+## run: a three-voter quorum with simulated brokers on localhost, data in ./ctrlnode-data
+run:
+	$(GO) run ./cmd/ctrlnode dev --data ./ctrlnode-data
+
+## test: the whole suite (unit, race, process-level); installs what it needs first
+test: deps lint
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m $(PKGS)
+
+## fuzz: each decoder fuzz target for FUZZTIME
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime $(FUZZTIME) ./raftlog
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZTIME) ./raftlog
+	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## deps: system packages the process-level tests use (root on Debian only)
+deps:
+	@./.ci/deps.sh
+
+clean:
+	rm -rf bin

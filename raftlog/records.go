@@ -1,0 +1,277 @@
+package raftlog
+
+import "fmt"
+
+// RecordType is the first byte of every encoded record.
+type RecordType uint8
+
+// Record types. The numbers are part of the on-disk format: never reuse or
+// renumber one.
+const (
+	TypeControllerEpoch  RecordType = 1
+	TypeRegisterBroker   RecordType = 2
+	TypeFenceBroker      RecordType = 3
+	TypeUnfenceBroker    RecordType = 4
+	TypeBrokerShutdown   RecordType = 5
+	TypeUnregisterBroker RecordType = 6
+	TypeTopic            RecordType = 7
+	TypeTopicConfig      RecordType = 8
+	TypePartition        RecordType = 9
+	TypePartitionChange  RecordType = 10
+	TypeReplicaState     RecordType = 11
+	TypePartitionState   RecordType = 12
+	TypeBeginDeleteTopic RecordType = 13
+	TypeRemoveTopic      RecordType = 14
+	TypeBrokerCaughtUp   RecordType = 15
+)
+
+var recordTypeNames = map[RecordType]string{
+	TypeControllerEpoch:  "ControllerEpoch",
+	TypeRegisterBroker:   "RegisterBroker",
+	TypeFenceBroker:      "FenceBroker",
+	TypeUnfenceBroker:    "UnfenceBroker",
+	TypeBrokerShutdown:   "BrokerShutdown",
+	TypeUnregisterBroker: "UnregisterBroker",
+	TypeTopic:            "Topic",
+	TypeTopicConfig:      "TopicConfig",
+	TypePartition:        "Partition",
+	TypePartitionChange:  "PartitionChange",
+	TypeReplicaState:     "ReplicaState",
+	TypePartitionState:   "PartitionState",
+	TypeBeginDeleteTopic: "BeginDeleteTopic",
+	TypeRemoveTopic:      "RemoveTopic",
+	TypeBrokerCaughtUp:   "BrokerCaughtUp",
+}
+
+func (t RecordType) String() string {
+	if n, ok := recordTypeNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("unknown(%d)", uint8(t))
+}
+
+// Record is one metadata change. Each concrete type is a plain struct; the
+// codec adds the type byte and version.
+type Record interface {
+	Type() RecordType
+}
+
+// ControllerEpoch is committed by a node when it becomes the active
+// controller. It applies only as the successor of the current epoch, so two
+// nodes racing for the same epoch cannot both win.
+type ControllerEpoch struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Epoch    int32
+	NodeID   int32
+}
+
+// RegisterBroker registers a broker. Its broker epoch is the raft index of
+// the entry that carries this record. A new incarnation replaces (and so
+// fences) the previous one. A registered broker starts fenced: it becomes
+// usable with UnfenceBroker once it has caught up.
+type RegisterBroker struct {
+	_msgpack      struct{} `msgpack:",as_array"`
+	BrokerID      int32
+	IncarnationID IncarnationID
+	Endpoints     []Endpoint
+	Rack          string
+}
+
+// FenceBroker fences a broker (session expired or replaced). BrokerEpoch must
+// be the broker's current epoch.
+type FenceBroker struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	BrokerID    int32
+	BrokerEpoch int64
+}
+
+// UnfenceBroker makes a fenced broker usable again.
+type UnfenceBroker struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	BrokerID    int32
+	BrokerEpoch int64
+}
+
+// BrokerShutdown marks a broker as in controlled shutdown.
+type BrokerShutdown struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	BrokerID    int32
+	BrokerEpoch int64
+}
+
+// UnregisterBroker removes a broker from the image.
+type UnregisterBroker struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	BrokerID    int32
+	BrokerEpoch int64
+}
+
+// BrokerCaughtUp records the highest metadata offset a broker reported as
+// applied. It lets a new controller send a broker only what changed after
+// that offset instead of the whole image.
+type BrokerCaughtUp struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	BrokerID    int32
+	BrokerEpoch int64
+	Offset      int64
+}
+
+// Topic creates a topic with no partitions yet.
+type Topic struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	TopicID  TopicID
+	Name     string
+	Configs  []ConfigEntry
+}
+
+// TopicConfig sets (or with Delete removes) one configuration key.
+type TopicConfig struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	TopicID  TopicID
+	Key      string
+	Value    string
+	Delete   bool
+}
+
+// Partition adds a partition to a topic in NewPartition state, with its
+// replicas in NewReplica state. Replicas[0] is the preferred leader.
+type Partition struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	TopicID   TopicID
+	Partition int32
+	Replicas  []int32
+}
+
+// Fields of a PartitionChange that are set. A field that is not set stays as
+// it is.
+const (
+	ChangeLeader uint8 = 1 << iota
+	ChangeISR
+	ChangeReplicas
+	ChangeReassignment
+)
+
+// PartitionChange changes a partition's leader, ISR, assignment or ongoing
+// reassignment. It carries the partition epoch it was computed from and
+// applies only if that is still current (ZooKeeper's conditional setData).
+// Applying it bumps the partition epoch, and the leader epoch when the leader
+// changes.
+type PartitionChange struct {
+	_msgpack       struct{} `msgpack:",as_array"`
+	TopicID        TopicID
+	Partition      int32
+	PartitionEpoch int32
+	Set            uint8
+	Leader         int32
+	ISR            []int32
+	Replicas       []int32
+	Adding         []int32
+	Removing       []int32
+}
+
+// Has reports whether the change sets the given field.
+func (c *PartitionChange) Has(field uint8) bool { return c.Set&field != 0 }
+
+// ReplicaStateChange moves replicas of one topic to State. Each transition is
+// checked against the replica state machine; an invalid one rejects the
+// record.
+type ReplicaStateChange struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	TopicID  TopicID
+	State    ReplicaState
+	Replicas []ReplicaRef
+}
+
+// PartitionStateChange moves partitions of one topic to State.
+type PartitionStateChange struct {
+	_msgpack   struct{} `msgpack:",as_array"`
+	TopicID    TopicID
+	State      PartitionState
+	Partitions []int32
+}
+
+// BeginDeleteTopic queues a topic for deletion.
+type BeginDeleteTopic struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	TopicID  TopicID
+}
+
+// RemoveTopic removes a topic whose deletion has finished: every replica is
+// NonExistentReplica.
+type RemoveTopic struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	TopicID  TopicID
+}
+
+func (*ControllerEpoch) Type() RecordType      { return TypeControllerEpoch }
+func (*RegisterBroker) Type() RecordType       { return TypeRegisterBroker }
+func (*FenceBroker) Type() RecordType          { return TypeFenceBroker }
+func (*UnfenceBroker) Type() RecordType        { return TypeUnfenceBroker }
+func (*BrokerShutdown) Type() RecordType       { return TypeBrokerShutdown }
+func (*UnregisterBroker) Type() RecordType     { return TypeUnregisterBroker }
+func (*BrokerCaughtUp) Type() RecordType       { return TypeBrokerCaughtUp }
+func (*Topic) Type() RecordType                { return TypeTopic }
+func (*TopicConfig) Type() RecordType          { return TypeTopicConfig }
+func (*Partition) Type() RecordType            { return TypePartition }
+func (*PartitionChange) Type() RecordType      { return TypePartitionChange }
+func (*ReplicaStateChange) Type() RecordType   { return TypeReplicaState }
+func (*PartitionStateChange) Type() RecordType { return TypePartitionState }
+func (*BeginDeleteTopic) Type() RecordType     { return TypeBeginDeleteTopic }
+func (*RemoveTopic) Type() RecordType          { return TypeRemoveTopic }
+
+// recordVersions is the newest version of each type this binary knows. A
+// record with a higher version is refused.
+var recordVersions = map[RecordType]uint8{
+	TypeControllerEpoch:  1,
+	TypeRegisterBroker:   1,
+	TypeFenceBroker:      1,
+	TypeUnfenceBroker:    1,
+	TypeBrokerShutdown:   1,
+	TypeUnregisterBroker: 1,
+	TypeBrokerCaughtUp:   1,
+	TypeTopic:            1,
+	TypeTopicConfig:      1,
+	TypePartition:        1,
+	TypePartitionChange:  1,
+	TypeReplicaState:     1,
+	TypePartitionState:   1,
+	TypeBeginDeleteTopic: 1,
+	TypeRemoveTopic:      1,
+}
+
+// newRecord returns a zero record of type t, or nil if t is unknown.
+func newRecord(t RecordType) Record {
+	switch t {
+	case TypeControllerEpoch:
+		return &ControllerEpoch{}
+	case TypeRegisterBroker:
+		return &RegisterBroker{}
+	case TypeFenceBroker:
+		return &FenceBroker{}
+	case TypeUnfenceBroker:
+		return &UnfenceBroker{}
+	case TypeBrokerShutdown:
+		return &BrokerShutdown{}
+	case TypeUnregisterBroker:
+		return &UnregisterBroker{}
+	case TypeBrokerCaughtUp:
+		return &BrokerCaughtUp{}
+	case TypeTopic:
+		return &Topic{}
+	case TypeTopicConfig:
+		return &TopicConfig{}
+	case TypePartition:
+		return &Partition{}
+	case TypePartitionChange:
+		return &PartitionChange{}
+	case TypeReplicaState:
+		return &ReplicaStateChange{}
+	case TypePartitionState:
+		return &PartitionStateChange{}
+	case TypeBeginDeleteTopic:
+		return &BeginDeleteTopic{}
+	case TypeRemoveTopic:
+		return &RemoveTopic{}
+	}
+	return nil
+}
