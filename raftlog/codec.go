@@ -105,6 +105,9 @@ func decodeRecord(b []byte) (Record, *DecodeError) {
 		}
 		return nil, &DecodeError{Type: t, Version: v, Err: fmt.Errorf("%w (have %d, know up to %d)", err, v, known)}
 	}
+	if err := CheckMsgpack(b[2:], 1); err != nil {
+		return nil, &DecodeError{Type: t, Version: v, Err: fmt.Errorf("body: %w", err)}
+	}
 	r := newRecord(t)
 	rd := bytes.NewReader(b[2:])
 	dec := msgpack.GetDecoder()
