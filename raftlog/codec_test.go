@@ -20,7 +20,6 @@ func sampleRecords() []Record {
 		&UnfenceBroker{BrokerID: 3, BrokerEpoch: 42},
 		&BrokerShutdown{BrokerID: 3, BrokerEpoch: 42},
 		&UnregisterBroker{BrokerID: 3, BrokerEpoch: 42},
-		&BrokerCaughtUp{BrokerID: 3, BrokerEpoch: 42, Offset: 1 << 40},
 		&Topic{TopicID: tid, Name: "orders", Configs: []ConfigEntry{{Key: "min.insync.replicas", Value: "2"}}},
 		&TopicConfig{TopicID: tid, Key: "unclean.leader.election.enable", Value: "true"},
 		&TopicConfig{TopicID: tid, Key: "retention.ms", Delete: true},

@@ -22,7 +22,6 @@ const (
 	TypePartitionState   RecordType = 12
 	TypeBeginDeleteTopic RecordType = 13
 	TypeRemoveTopic      RecordType = 14
-	TypeBrokerCaughtUp   RecordType = 15
 )
 
 var recordTypeNames = map[RecordType]string{
@@ -40,7 +39,6 @@ var recordTypeNames = map[RecordType]string{
 	TypePartitionState:   "PartitionState",
 	TypeBeginDeleteTopic: "BeginDeleteTopic",
 	TypeRemoveTopic:      "RemoveTopic",
-	TypeBrokerCaughtUp:   "BrokerCaughtUp",
 }
 
 func (t RecordType) String() string {
@@ -104,16 +102,6 @@ type UnregisterBroker struct {
 	_msgpack    struct{} `msgpack:",as_array"`
 	BrokerID    int32
 	BrokerEpoch int64
-}
-
-// BrokerCaughtUp records the highest metadata offset a broker reported as
-// applied. It lets a new controller send a broker only what changed after
-// that offset instead of the whole image.
-type BrokerCaughtUp struct {
-	_msgpack    struct{} `msgpack:",as_array"`
-	BrokerID    int32
-	BrokerEpoch int64
-	Offset      int64
 }
 
 // Topic creates a topic with no partitions yet.
@@ -209,7 +197,6 @@ func (*FenceBroker) Type() RecordType          { return TypeFenceBroker }
 func (*UnfenceBroker) Type() RecordType        { return TypeUnfenceBroker }
 func (*BrokerShutdown) Type() RecordType       { return TypeBrokerShutdown }
 func (*UnregisterBroker) Type() RecordType     { return TypeUnregisterBroker }
-func (*BrokerCaughtUp) Type() RecordType       { return TypeBrokerCaughtUp }
 func (*Topic) Type() RecordType                { return TypeTopic }
 func (*TopicConfig) Type() RecordType          { return TypeTopicConfig }
 func (*Partition) Type() RecordType            { return TypePartition }
@@ -228,7 +215,6 @@ var recordVersions = map[RecordType]uint8{
 	TypeUnfenceBroker:    1,
 	TypeBrokerShutdown:   1,
 	TypeUnregisterBroker: 1,
-	TypeBrokerCaughtUp:   1,
 	TypeTopic:            1,
 	TypeTopicConfig:      1,
 	TypePartition:        1,
@@ -254,8 +240,6 @@ func newRecord(t RecordType) Record {
 		return &BrokerShutdown{}
 	case TypeUnregisterBroker:
 		return &UnregisterBroker{}
-	case TypeBrokerCaughtUp:
-		return &BrokerCaughtUp{}
 	case TypeTopic:
 		return &Topic{}
 	case TypeTopicConfig:

@@ -1,0 +1,395 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// applyRecord applies one record at raft index idx. It either changes the
+// image completely or, returning an error, not at all.
+func (im *Image) applyRecord(idx uint64, r rl.Record) error {
+	switch rec := r.(type) {
+	case *rl.ControllerEpoch:
+		return im.applyControllerEpoch(rec)
+	case *rl.RegisterBroker:
+		return im.applyRegisterBroker(idx, rec)
+	case *rl.FenceBroker:
+		return im.applyBrokerChange(rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.Fenced = true })
+	case *rl.UnfenceBroker:
+		return im.applyBrokerChange(rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.Fenced = false })
+	case *rl.BrokerShutdown:
+		return im.applyBrokerChange(rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.ShuttingDown = true })
+	case *rl.UnregisterBroker:
+		return im.applyUnregisterBroker(rec)
+	case *rl.Topic:
+		return im.applyTopic(rec)
+	case *rl.TopicConfig:
+		return im.applyTopicConfig(rec)
+	case *rl.Partition:
+		return im.applyPartition(idx, rec)
+	case *rl.PartitionChange:
+		return im.applyPartitionChange(idx, rec)
+	case *rl.ReplicaStateChange:
+		return im.applyReplicaStates(idx, rec)
+	case *rl.PartitionStateChange:
+		return im.applyPartitionStates(rec)
+	case *rl.BeginDeleteTopic:
+		return im.applyBeginDeleteTopic(rec)
+	case *rl.RemoveTopic:
+		return im.applyRemoveTopic(rec)
+	}
+	// The codec only produces the types above; a new type added there
+	// without an apply function must not be skipped silently.
+	panic(fmt.Sprintf("fsm: no apply function for record type %s", r.Type()))
+}
+
+func (im *Image) applyControllerEpoch(r *rl.ControllerEpoch) error {
+	if r.Epoch != im.controllerEpoch+1 {
+		return fmt.Errorf("%w: epoch %d proposed by node %d, current is %d", ErrStaleControllerEpoch, r.Epoch, r.NodeID, im.controllerEpoch)
+	}
+	im.controllerEpoch, im.controllerNode = r.Epoch, r.NodeID
+	return nil
+}
+
+func (im *Image) applyRegisterBroker(idx uint64, r *rl.RegisterBroker) error {
+	if r.BrokerID < 0 {
+		return fmt.Errorf("%w: broker id %d is negative", ErrInvalidRecord, r.BrokerID)
+	}
+	// A new registration replaces the previous incarnation: the new broker
+	// epoch fences every request that carries the old one.
+	im.brokers[r.BrokerID] = &Broker{
+		ID:          r.BrokerID,
+		Incarnation: r.IncarnationID,
+		Epoch:       int64(idx),
+		Endpoints:   append([]rl.Endpoint(nil), r.Endpoints...),
+		Rack:        r.Rack,
+		Fenced:      true,
+	}
+	return nil
+}
+
+// applyBrokerChange applies fn to a copy of the broker, so a snapshot that
+// holds the old *Broker keeps seeing the old value.
+func (im *Image) applyBrokerChange(id int32, epoch int64, fn func(*Broker)) error {
+	b := im.brokers[id]
+	if b == nil {
+		return fmt.Errorf("%w: %d", ErrUnknownBroker, id)
+	}
+	if b.Epoch != epoch {
+		return fmt.Errorf("%w: broker %d has epoch %d, record carries %d", ErrStaleBrokerEpoch, id, b.Epoch, epoch)
+	}
+	c := *b
+	fn(&c)
+	im.brokers[id] = &c
+	return nil
+}
+
+func (im *Image) applyUnregisterBroker(r *rl.UnregisterBroker) error {
+	if err := im.applyBrokerChange(r.BrokerID, r.BrokerEpoch, func(*Broker) {}); err != nil {
+		return err
+	}
+	delete(im.brokers, r.BrokerID)
+	return nil
+}
+
+func (im *Image) applyTopic(r *rl.Topic) error {
+	if r.TopicID.IsZero() || r.Name == "" {
+		return fmt.Errorf("%w: topic needs an id and a name", ErrInvalidRecord)
+	}
+	if _, ok := im.topics[r.TopicID]; ok {
+		return fmt.Errorf("%w: id %s", ErrTopicExists, r.TopicID)
+	}
+	if _, ok := im.byName[r.Name]; ok {
+		return fmt.Errorf("%w: %q", ErrTopicExists, r.Name)
+	}
+	configs := append([]rl.ConfigEntry(nil), r.Configs...)
+	sort.SliceStable(configs, func(i, j int) bool { return configs[i].Key < configs[j].Key })
+	for i := 1; i < len(configs); i++ {
+		if configs[i].Key == configs[i-1].Key {
+			return fmt.Errorf("%w: config %q given twice", ErrInvalidRecord, configs[i].Key)
+		}
+	}
+	im.topics[r.TopicID] = &Topic{ID: r.TopicID, Name: r.Name, Configs: configs, gen: im.snapGen}
+	im.byName[r.Name] = r.TopicID
+	return nil
+}
+
+func (im *Image) applyTopicConfig(r *rl.TopicConfig) error {
+	if im.topics[r.TopicID] == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	if r.Key == "" {
+		return fmt.Errorf("%w: empty config key", ErrInvalidRecord)
+	}
+	t := im.mutableTopic(r.TopicID)
+	cfg := make([]rl.ConfigEntry, 0, len(t.Configs)+1)
+	for _, e := range t.Configs {
+		if e.Key != r.Key {
+			cfg = append(cfg, e)
+		}
+	}
+	if !r.Delete {
+		cfg = append(cfg, rl.ConfigEntry{Key: r.Key, Value: r.Value})
+		sort.SliceStable(cfg, func(i, j int) bool { return cfg[i].Key < cfg[j].Key })
+	}
+	t.Configs = cfg
+	return nil
+}
+
+func (im *Image) applyPartition(idx uint64, r *rl.Partition) error {
+	t := im.topics[r.TopicID]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	if t.Deleting {
+		return fmt.Errorf("%w: %q", ErrTopicDeleting, t.Name)
+	}
+	if int(r.Partition) != len(t.Partitions) {
+		return fmt.Errorf("%w: partition %d of %q, next is %d", ErrInvalidRecord, r.Partition, t.Name, len(t.Partitions))
+	}
+	if err := checkReplicaList("replicas", r.Replicas, false); err != nil {
+		return err
+	}
+	t = im.mutableTopic(r.TopicID)
+	t.Partitions = append(t.Partitions, Partition{
+		Replicas:      append([]int32(nil), r.Replicas...),
+		ReplicaStates: make([]rl.ReplicaState, len(r.Replicas)),
+		Leader:        rl.NoLeader,
+		State:         rl.NewPartition,
+		ChangedAt:     idx,
+	})
+	im.partitions++
+	return nil
+}
+
+func checkReplicaList(field string, s []int32, emptyOK bool) error {
+	if len(s) == 0 && !emptyOK {
+		return fmt.Errorf("%w: %s is empty", ErrInvalidRecord, field)
+	}
+	for i, b := range s {
+		if b < 0 {
+			return fmt.Errorf("%w: %s has negative broker id %d", ErrInvalidRecord, field, b)
+		}
+		if indexOf(s[:i], b) >= 0 {
+			return fmt.Errorf("%w: %s lists broker %d twice", ErrInvalidRecord, field, b)
+		}
+	}
+	return nil
+}
+
+func subset(sub, of []int32) bool {
+	for _, b := range sub {
+		if indexOf(of, b) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (im *Image) partitionOf(id rl.TopicID, p int32) (*Topic, *Partition, error) {
+	t := im.topics[id]
+	if t == nil {
+		return nil, nil, fmt.Errorf("%w: %s", ErrUnknownTopic, id)
+	}
+	part := t.Partition(p)
+	if part == nil {
+		return t, nil, fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, p)
+	}
+	return t, part, nil
+}
+
+func (im *Image) applyPartitionChange(idx uint64, r *rl.PartitionChange) error {
+	t, cur, err := im.partitionOf(r.TopicID, r.Partition)
+	if err != nil {
+		return err
+	}
+	if r.PartitionEpoch != cur.PartitionEpoch {
+		return fmt.Errorf("%w: %q partition %d is at epoch %d, change computed from %d", ErrStalePartitionEpoch, t.Name, r.Partition, cur.PartitionEpoch, r.PartitionEpoch)
+	}
+	next := *cur
+	if r.Has(rl.ChangeReplicas) {
+		if err := checkReplicaList("replicas", r.Replicas, false); err != nil {
+			return err
+		}
+		next.Replicas = append([]int32(nil), r.Replicas...)
+		next.ReplicaStates = make([]rl.ReplicaState, len(r.Replicas))
+		for i, b := range r.Replicas {
+			next.ReplicaStates[i] = cur.ReplicaState(b)
+		}
+	}
+	if r.Has(rl.ChangeISR) {
+		if err := checkReplicaList("isr", r.ISR, true); err != nil {
+			return err
+		}
+		next.ISR = append([]int32(nil), r.ISR...)
+	}
+	if r.Has(rl.ChangeLeader) {
+		next.Leader = r.Leader
+	}
+	if !subset(next.ISR, next.Replicas) {
+		return fmt.Errorf("%w: isr %v is not within replicas %v", ErrInvalidRecord, next.ISR, next.Replicas)
+	}
+	if next.Leader != rl.NoLeader && indexOf(next.Replicas, next.Leader) < 0 {
+		return fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, next.Leader, next.Replicas)
+	}
+	if next.Leader < rl.NoLeader {
+		return fmt.Errorf("%w: leader %d", ErrInvalidRecord, next.Leader)
+	}
+	var reassign Reassignment
+	if r.Has(rl.ChangeReassignment) {
+		if err := checkReplicaList("adding", r.Adding, true); err != nil {
+			return err
+		}
+		if err := checkReplicaList("removing", r.Removing, true); err != nil {
+			return err
+		}
+		if !subset(r.Adding, next.Replicas) || !subset(r.Removing, next.Replicas) {
+			return fmt.Errorf("%w: adding %v / removing %v not within replicas %v", ErrInvalidRecord, r.Adding, r.Removing, next.Replicas)
+		}
+		reassign = Reassignment{Adding: append([]int32(nil), r.Adding...), Removing: append([]int32(nil), r.Removing...)}
+	}
+	if next.Leader != cur.Leader {
+		next.LeaderEpoch++
+	}
+	next.PartitionEpoch++
+	next.ChangedAt = idx
+	t = im.mutableTopic(r.TopicID)
+	t.Partitions[r.Partition] = next
+	if r.Has(rl.ChangeReassignment) {
+		setReassignment(t, r.Partition, reassign)
+	}
+	return nil
+}
+
+func setReassignment(t *Topic, p int32, r Reassignment) {
+	if len(r.Adding) == 0 && len(r.Removing) == 0 {
+		delete(t.Reassignments, p)
+		return
+	}
+	if t.Reassignments == nil {
+		t.Reassignments = map[int32]Reassignment{}
+	}
+	t.Reassignments[p] = r
+}
+
+func (im *Image) applyReplicaStates(idx uint64, r *rl.ReplicaStateChange) error {
+	t := im.topics[r.TopicID]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	for i, ref := range r.Replicas {
+		p := t.Partition(ref.Partition)
+		if p == nil {
+			return fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, ref.Partition)
+		}
+		for _, prev := range r.Replicas[:i] {
+			if prev == ref {
+				return fmt.Errorf("%w: replica %d/%d listed twice", ErrInvalidRecord, ref.Partition, ref.Broker)
+			}
+		}
+		if indexOf(p.Replicas, ref.Broker) < 0 {
+			return fmt.Errorf("%w: broker %d is not in the assignment of %q partition %d", ErrInvalidTransition, ref.Broker, t.Name, ref.Partition)
+		}
+		from := p.ReplicaState(ref.Broker)
+		if !ValidReplicaTransition(from, r.State) {
+			return fmt.Errorf("%w: replica of %q partition %d on broker %d: %s -> %s", ErrInvalidTransition, t.Name, ref.Partition, ref.Broker, from, r.State)
+		}
+		if r.State == rl.NewReplica && p.Leader == ref.Broker {
+			return fmt.Errorf("%w: replica of %q partition %d on broker %d leads the partition and cannot become %s", ErrInvalidTransition, t.Name, ref.Partition, ref.Broker, r.State)
+		}
+		if r.State == rl.NonExistentReplica && p.Leader == ref.Broker {
+			return fmt.Errorf("%w: replica of %q partition %d on broker %d still leads it", ErrInvalidTransition, t.Name, ref.Partition, ref.Broker)
+		}
+	}
+	t = im.mutableTopic(r.TopicID)
+	for _, ref := range r.Replicas {
+		p := &t.Partitions[ref.Partition]
+		i := indexOf(p.Replicas, ref.Broker)
+		if r.State == rl.NonExistentReplica {
+			p.Replicas = without(p.Replicas, i)
+			states := make([]rl.ReplicaState, 0, len(p.ReplicaStates)-1)
+			p.ReplicaStates = append(append(states, p.ReplicaStates[:i]...), p.ReplicaStates[i+1:]...)
+			if j := indexOf(p.ISR, ref.Broker); j >= 0 {
+				p.ISR = without(p.ISR, j)
+			}
+			p.PartitionEpoch++
+			p.ChangedAt = idx
+			continue
+		}
+		states := append([]rl.ReplicaState(nil), p.ReplicaStates...)
+		states[i] = r.State
+		p.ReplicaStates = states
+	}
+	return nil
+}
+
+func without(s []int32, i int) []int32 {
+	out := make([]int32, 0, len(s)-1)
+	return append(append(out, s[:i]...), s[i+1:]...)
+}
+
+func (im *Image) applyPartitionStates(r *rl.PartitionStateChange) error {
+	t := im.topics[r.TopicID]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	for i, pid := range r.Partitions {
+		p := t.Partition(pid)
+		if p == nil {
+			return fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, pid)
+		}
+		if indexInt32(r.Partitions[:i], pid) {
+			return fmt.Errorf("%w: partition %d listed twice", ErrInvalidRecord, pid)
+		}
+		if !ValidPartitionTransition(p.State, r.State) {
+			return fmt.Errorf("%w: %q partition %d: %s -> %s", ErrInvalidTransition, t.Name, pid, p.State, r.State)
+		}
+	}
+	t = im.mutableTopic(r.TopicID)
+	for _, pid := range r.Partitions {
+		t.Partitions[pid].State = r.State
+		if r.State == rl.NonExistentPartition {
+			im.partitions--
+		}
+	}
+	return nil
+}
+
+func indexInt32(s []int32, v int32) bool { return indexOf(s, v) >= 0 }
+
+func (im *Image) applyBeginDeleteTopic(r *rl.BeginDeleteTopic) error {
+	t := im.topics[r.TopicID]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	if t.Deleting {
+		return fmt.Errorf("%w: %q", ErrTopicDeleting, t.Name)
+	}
+	im.mutableTopic(r.TopicID).Deleting = true
+	return nil
+}
+
+func (im *Image) applyRemoveTopic(r *rl.RemoveTopic) error {
+	t := im.topics[r.TopicID]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	if !t.Deleting {
+		return fmt.Errorf("%w: %q is not queued for deletion", ErrInvalidTransition, t.Name)
+	}
+	for i := range t.Partitions {
+		if n := len(t.Partitions[i].Replicas); n > 0 {
+			return fmt.Errorf("%w: %q partition %d still has %d replica(s)", ErrInvalidTransition, t.Name, i, n)
+		}
+	}
+	for i := range t.Partitions {
+		if t.Partitions[i].State != rl.NonExistentPartition {
+			im.partitions--
+		}
+	}
+	delete(im.topics, r.TopicID)
+	delete(im.byName, t.Name)
+	return nil
+}

@@ -1,0 +1,188 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// ErrHalted is returned for every entry offered after the FSM halted.
+var ErrHalted = errors.New("fsm halted after an entry it could not apply")
+
+// Rejection is one record of an entry that was not applied.
+type Rejection struct {
+	Record int
+	Type   rl.RecordType
+	Err    error
+}
+
+// ApplyResult is what Apply returns for a command entry: the index it was
+// applied at and the records that were rejected (nil when all applied).
+type ApplyResult struct {
+	Index    uint64
+	Rejected []Rejection
+}
+
+// Err returns the first rejection as an error, or nil.
+func (r *ApplyResult) Err() error {
+	if r == nil || len(r.Rejected) == 0 {
+		return nil
+	}
+	rj := r.Rejected[0]
+	return fmt.Errorf("record %d (%s) rejected at index %d: %w", rj.Record, rj.Type, r.Index, rj.Err)
+}
+
+// CommitListener is told about every applied command entry, under no lock,
+// in log order. It must not block for long: it runs on raft's apply path.
+type CommitListener func(index uint64, batch rl.Batch, result *ApplyResult)
+
+// Options configure an FSM.
+type Options struct {
+	Logger hclog.Logger
+	// Halt is called once, with the error, when an entry cannot be decoded
+	// or is of a kind this binary does not know. It should stop the node.
+	// The default logs the error and exits the process: a voter that skips
+	// an entry its peers apply would diverge from them.
+	Halt func(err error)
+	// OnCommit, if set, is called after each applied command entry.
+	OnCommit CommitListener
+}
+
+// FSM is the raft.BatchingFSM of a controller voter.
+type FSM struct {
+	mu       sync.RWMutex
+	img      *Image
+	log      hclog.Logger
+	halt     func(error)
+	halted   error
+	onCommit CommitListener
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// New returns an FSM with an empty image.
+func New(opts Options) *FSM {
+	f := &FSM{img: newImage(), log: opts.Logger, halt: opts.Halt, onCommit: opts.OnCommit}
+	if f.log == nil {
+		f.log = hclog.NewNullLogger()
+	}
+	if f.halt == nil {
+		f.halt = func(err error) {
+			f.log.Error("stopping the node: the log holds an entry this voter cannot apply", "error", err)
+			os.Exit(70)
+		}
+	}
+	return f
+}
+
+// SetCommitListener replaces the commit listener.
+func (f *FSM) SetCommitListener(l CommitListener) {
+	f.mu.Lock()
+	f.onCommit = l
+	f.mu.Unlock()
+}
+
+// View calls fn with the image under a read lock. fn must not keep the
+// *Image, *Topic or *Broker pointers after it returns (partition slices it
+// may keep: they are immutable).
+func (f *FSM) View(fn func(*Image)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.img)
+}
+
+// AppliedIndex returns the index of the last applied entry.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.img.appliedIndex
+}
+
+// Halted returns the error that halted the FSM, or nil.
+func (f *FSM) Halted() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
+}
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+type committed struct {
+	index  uint64
+	batch  rl.Batch
+	result *ApplyResult
+}
+
+// ApplyBatch implements raft.BatchingFSM: all entries are applied under one
+// write lock, so readers see each raft batch at once.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	var done []committed
+	var haltErr error
+	f.mu.Lock()
+	for i, l := range logs {
+		if f.halted != nil {
+			out[i] = f.halted
+			continue
+		}
+		if l.Type != raft.LogCommand {
+			f.img.appliedIndex = l.Index
+			continue
+		}
+		batch, err := rl.DecodeBatch(l.Data)
+		if err != nil {
+			haltErr = fmt.Errorf("%w: log index %d: %v", ErrHalted, l.Index, describeDecodeError(err))
+			f.halted = haltErr
+			out[i] = haltErr
+			continue
+		}
+		res := f.img.applyBatch(l.Index, batch)
+		for _, rj := range res.Rejected {
+			f.log.Warn("record rejected", "index", l.Index, "record", rj.Record, "type", rj.Type.String(), "reason", rj.Err)
+		}
+		out[i] = res
+		if f.onCommit != nil {
+			done = append(done, committed{l.Index, batch, res})
+		}
+	}
+	listener := f.onCommit
+	f.mu.Unlock()
+	if haltErr != nil {
+		f.log.Error("cannot apply log entry", "error", haltErr)
+		f.halt(haltErr)
+	}
+	for _, c := range done {
+		listener(c.index, c.batch, c.result)
+	}
+	return out
+}
+
+func describeDecodeError(err error) string {
+	var de *rl.DecodeError
+	if errors.As(err, &de) && de.Record >= 0 {
+		return fmt.Sprintf("record %d of type %s (version %d): %v", de.Record, de.Type, de.Version, de.Err)
+	}
+	return err.Error()
+}
+
+// applyBatch applies a decoded entry. Each record is applied or rejected as
+// a whole, in order.
+func (im *Image) applyBatch(idx uint64, batch rl.Batch) *ApplyResult {
+	res := &ApplyResult{Index: idx}
+	for i, r := range batch {
+		if err := im.applyRecord(idx, r); err != nil {
+			res.Rejected = append(res.Rejected, Rejection{Record: i, Type: r.Type(), Err: err})
+		}
+	}
+	im.appliedIndex = idx
+	return res
+}

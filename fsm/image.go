@@ -1,0 +1,226 @@
+package fsm
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// Broker is a registered broker.
+type Broker struct {
+	ID          int32
+	Incarnation raftlog.IncarnationID
+	// Epoch is the raft index of the broker's registration record.
+	Epoch        int64
+	Endpoints    []raftlog.Endpoint
+	Rack         string
+	Fenced       bool
+	ShuttingDown bool
+}
+
+// Live reports whether the broker can host leaders: registered, unfenced.
+func (b *Broker) Live() bool { return b != nil && !b.Fenced }
+
+// Partition is one partition of a topic. Its slices are never changed in
+// place; apply installs new ones.
+type Partition struct {
+	// Replicas is the assignment, preferred leader first. During a
+	// reassignment it holds the union of the old and the target replicas.
+	Replicas []int32
+	ISR      []int32
+	// ReplicaStates runs parallel to Replicas.
+	ReplicaStates  []raftlog.ReplicaState
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	State          raftlog.PartitionState
+	// ChangedAt is the raft index of the last change to leader, ISR or
+	// assignment: a broker that has applied up to that index needs nothing
+	// about this partition.
+	ChangedAt uint64
+}
+
+// ReplicaState returns the state of the replica on broker b, and
+// NonExistentReplica for a broker outside the assignment.
+func (p *Partition) ReplicaState(b int32) raftlog.ReplicaState {
+	if i := indexOf(p.Replicas, b); i >= 0 {
+		return p.ReplicaStates[i]
+	}
+	return raftlog.NonExistentReplica
+}
+
+// InISR reports whether broker b is in the ISR.
+func (p *Partition) InISR(b int32) bool { return indexOf(p.ISR, b) >= 0 }
+
+// Reassignment is an ongoing reassignment of one partition (KIP-455):
+// Adding joins the assignment, Removing leaves it when the reassignment
+// completes.
+type Reassignment struct {
+	Adding   []int32
+	Removing []int32
+}
+
+// Topic is a topic and its partitions. Partition i is Partitions[i].
+type Topic struct {
+	ID         raftlog.TopicID
+	Name       string
+	Configs    []raftlog.ConfigEntry // sorted by key
+	Partitions []Partition
+	// Deleting is set once the topic is queued for deletion.
+	Deleting bool
+	// Reassignments holds the partitions with a reassignment in progress.
+	Reassignments map[int32]Reassignment
+
+	// gen is the snapshot generation the topic belongs to; a topic of an
+	// older generation may be shared with a snapshot and is cloned before
+	// it changes.
+	gen uint64
+}
+
+// Config returns the value of a topic config key.
+func (t *Topic) Config(key string) (string, bool) {
+	i := sort.Search(len(t.Configs), func(i int) bool { return t.Configs[i].Key >= key })
+	if i < len(t.Configs) && t.Configs[i].Key == key {
+		return t.Configs[i].Value, true
+	}
+	return "", false
+}
+
+// Partition returns partition p, or nil if it does not exist.
+func (t *Topic) Partition(p int32) *Partition {
+	if p < 0 || int(p) >= len(t.Partitions) || t.Partitions[p].State == raftlog.NonExistentPartition {
+		return nil
+	}
+	return &t.Partitions[p]
+}
+
+// ReassigningPartitions returns the partitions with a reassignment in
+// progress, in ascending order.
+func (t *Topic) ReassigningPartitions() []int32 {
+	out := make([]int32, 0, len(t.Reassignments))
+	for p := range t.Reassignments {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (t *Topic) clone(gen uint64) *Topic {
+	c := *t
+	c.gen = gen
+	c.Partitions = append([]Partition(nil), t.Partitions...)
+	if t.Reassignments != nil {
+		c.Reassignments = make(map[int32]Reassignment, len(t.Reassignments))
+		for k, v := range t.Reassignments {
+			c.Reassignments[k] = v
+		}
+	}
+	return &c
+}
+
+// Image is the controller's metadata: brokers, topics, partitions, replica
+// and partition states, the controller epoch and pending deletions.
+type Image struct {
+	controllerEpoch int32
+	controllerNode  int32
+	brokers         map[int32]*Broker
+	topics          map[raftlog.TopicID]*Topic
+	byName          map[string]raftlog.TopicID
+	partitions      int // existing partitions over all topics
+	appliedIndex    uint64
+	snapGen         uint64
+}
+
+func newImage() *Image {
+	return &Image{
+		controllerNode: -1,
+		brokers:        map[int32]*Broker{},
+		topics:         map[raftlog.TopicID]*Topic{},
+		byName:         map[string]raftlog.TopicID{},
+	}
+}
+
+// ControllerEpoch returns the current controller epoch and the node that
+// holds it (-1 before the first).
+func (im *Image) ControllerEpoch() (epoch, node int32) { return im.controllerEpoch, im.controllerNode }
+
+// AppliedIndex is the raft index of the last applied entry.
+func (im *Image) AppliedIndex() uint64 { return im.appliedIndex }
+
+// Broker returns broker id, or nil.
+func (im *Image) Broker(id int32) *Broker { return im.brokers[id] }
+
+// Brokers returns all brokers in ascending id order.
+func (im *Image) Brokers() []*Broker {
+	out := make([]*Broker, 0, len(im.brokers))
+	for _, b := range im.brokers {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Topic returns the topic with the given id, or nil.
+func (im *Image) Topic(id raftlog.TopicID) *Topic { return im.topics[id] }
+
+// TopicByName returns the topic with the given name, or nil.
+func (im *Image) TopicByName(name string) *Topic {
+	if id, ok := im.byName[name]; ok {
+		return im.topics[id]
+	}
+	return nil
+}
+
+// NumTopics and NumPartitions count what exists.
+func (im *Image) NumTopics() int     { return len(im.topics) }
+func (im *Image) NumPartitions() int { return im.partitions }
+
+// Topics returns all topics sorted by name.
+func (im *Image) Topics() []*Topic {
+	out := im.topicsByID()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// topicsByID returns all topics sorted by id: the canonical order of
+// snapshots and the state hash.
+func (im *Image) topicsByID() []*Topic {
+	out := make([]*Topic, 0, len(im.topics))
+	for _, t := range im.topics {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID[:], out[j].ID[:]) < 0 })
+	return out
+}
+
+// ForEachTopic calls fn for every topic in no particular order until fn
+// returns false. For output that must be ordered use Topics.
+func (im *Image) ForEachTopic(fn func(*Topic) bool) {
+	for _, t := range im.topics {
+		if !fn(t) {
+			return
+		}
+	}
+}
+
+// mutableTopic returns topic id ready to be changed, cloning it first if a
+// snapshot may still be reading it.
+func (im *Image) mutableTopic(id raftlog.TopicID) *Topic {
+	t := im.topics[id]
+	if t == nil || t.gen == im.snapGen {
+		return t
+	}
+	c := t.clone(im.snapGen)
+	im.topics[id] = c
+	return c
+}
+
+func indexOf(s []int32, v int32) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}

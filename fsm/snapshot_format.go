@@ -1,0 +1,387 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// Snapshot stream layout (all integers varints unless noted):
+//
+//	header:  "CQSNAP" | format version (1 byte) | applied index
+//	body:    controller epoch | controller node
+//	         broker count | brokers (length-prefixed msgpack each)
+//	         topic count | partition slots in all
+//	         per topic: length-prefixed msgpack topic header,
+//	                    then its partitions in the compact form below
+//	trailer: CRC-32C of header and body (4 bytes, big endian)
+//
+// Partitions use a hand-rolled varint form rather than msgpack: they are
+// nearly all of a large image, and this keeps them near 20 bytes each and
+// quick to write and read. The state hash is SHA-256 over the body, which
+// is canonical: brokers sorted by id, topics by id, partitions by number.
+const (
+	snapshotMagic         = "CQSNAP"
+	snapshotFormatVersion = 1
+	// maxEntryBytes bounds one length-prefixed broker or topic header.
+	maxEntryBytes = 16 << 20
+)
+
+type brokerEntry struct {
+	_msgpack     struct{} `msgpack:",as_array"`
+	ID           int32
+	Incarnation  rl.IncarnationID
+	Epoch        int64
+	Endpoints    []rl.Endpoint
+	Rack         string
+	Fenced       bool
+	ShuttingDown bool
+}
+
+type reassignEntry struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Partition int32
+	Adding    []int32
+	Removing  []int32
+}
+
+type topicEntry struct {
+	_msgpack      struct{} `msgpack:",as_array"`
+	ID            rl.TopicID
+	Name          string
+	Configs       []rl.ConfigEntry
+	Deleting      bool
+	Partitions    int32
+	Reassignments []reassignEntry
+}
+
+// frozenImage is the part of an image a snapshot or state hash reads. Its
+// topics are shared with the live image until apply clones them.
+type frozenImage struct {
+	appliedIndex    uint64
+	controllerEpoch int32
+	controllerNode  int32
+	brokers         []*Broker
+	topics          []*Topic
+}
+
+// freeze must run under the write lock: it starts a new snapshot
+// generation so that apply clones any topic before changing it.
+func (im *Image) freeze() *frozenImage {
+	im.snapGen++
+	fr := &frozenImage{
+		appliedIndex:    im.appliedIndex,
+		controllerEpoch: im.controllerEpoch,
+		controllerNode:  im.controllerNode,
+		brokers:         make([]*Broker, 0, len(im.brokers)),
+		topics:          make([]*Topic, 0, len(im.topics)),
+	}
+	for _, b := range im.brokers {
+		fr.brokers = append(fr.brokers, b)
+	}
+	for _, t := range im.topics {
+		fr.topics = append(fr.topics, t)
+	}
+	return fr
+}
+
+func (fr *frozenImage) sort() {
+	sort.Slice(fr.brokers, func(i, j int) bool { return fr.brokers[i].ID < fr.brokers[j].ID })
+	sort.Slice(fr.topics, func(i, j int) bool { return lessID(fr.topics[i].ID, fr.topics[j].ID) })
+}
+
+func lessID(a, b rl.TopicID) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// chunkWriter batches small appends into large writes.
+type chunkWriter struct {
+	w   io.Writer
+	buf []byte
+	err error
+}
+
+func (c *chunkWriter) flushIfFull() {
+	if len(c.buf) >= 64<<10 {
+		c.flush()
+	}
+}
+
+func (c *chunkWriter) flush() {
+	if c.err == nil && len(c.buf) > 0 {
+		_, c.err = c.w.Write(c.buf)
+	}
+	c.buf = c.buf[:0]
+}
+
+func (c *chunkWriter) uvarint(v uint64) { c.buf = binary.AppendUvarint(c.buf, v) }
+func (c *chunkWriter) varint(v int64)   { c.buf = binary.AppendVarint(c.buf, v) }
+
+func (c *chunkWriter) msgpack(v any) {
+	b, err := msgpack.Marshal(v)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	c.uvarint(uint64(len(b)))
+	c.buf = append(c.buf, b...)
+}
+
+// writeBody writes the canonical body of a frozen image.
+func (fr *frozenImage) writeBody(w io.Writer) error {
+	c := &chunkWriter{w: w, buf: make([]byte, 0, 128<<10)}
+	c.varint(int64(fr.controllerEpoch))
+	c.varint(int64(fr.controllerNode))
+	c.uvarint(uint64(len(fr.brokers)))
+	for _, b := range fr.brokers {
+		c.msgpack(&brokerEntry{ID: b.ID, Incarnation: b.Incarnation, Epoch: b.Epoch, Endpoints: b.Endpoints,
+			Rack: b.Rack, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown})
+	}
+	slots := 0
+	for _, t := range fr.topics {
+		slots += len(t.Partitions)
+	}
+	c.uvarint(uint64(len(fr.topics)))
+	c.uvarint(uint64(slots))
+	for _, t := range fr.topics {
+		te := &topicEntry{ID: t.ID, Name: t.Name, Configs: t.Configs, Deleting: t.Deleting, Partitions: int32(len(t.Partitions))}
+		for _, p := range t.ReassigningPartitions() {
+			r := t.Reassignments[p]
+			te.Reassignments = append(te.Reassignments, reassignEntry{Partition: p, Adding: r.Adding, Removing: r.Removing})
+		}
+		c.msgpack(te)
+		for i := range t.Partitions {
+			appendPartition(c, &t.Partitions[i])
+			c.flushIfFull()
+		}
+		c.flushIfFull()
+	}
+	c.flush()
+	return c.err
+}
+
+func appendPartition(c *chunkWriter, p *Partition) {
+	c.uvarint(uint64(len(p.Replicas)))
+	for _, b := range p.Replicas {
+		c.varint(int64(b))
+	}
+	for _, s := range p.ReplicaStates {
+		c.buf = append(c.buf, byte(s))
+	}
+	c.uvarint(uint64(len(p.ISR)))
+	for _, b := range p.ISR {
+		c.varint(int64(b))
+	}
+	c.varint(int64(p.Leader))
+	c.varint(int64(p.LeaderEpoch))
+	c.varint(int64(p.PartitionEpoch))
+	c.buf = append(c.buf, byte(p.State))
+	c.uvarint(p.ChangedAt)
+}
+
+// reader decodes a snapshot held in memory, remembering the first error.
+type reader struct {
+	b   []byte
+	pos int
+	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("snapshot byte %d: %s", r.pos, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.pos:])
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.pos += n
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.pos:])
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.pos += n
+	return v
+}
+
+func (r *reader) int32(what string) int32 {
+	v := r.varint(what)
+	if v < -1<<31 || v > 1<<31-1 {
+		r.fail("%s %d out of range", what, v)
+		return 0
+	}
+	return int32(v)
+}
+
+func (r *reader) byte(what string) byte {
+	if r.err != nil {
+		return 0
+	}
+	if r.pos >= len(r.b) {
+		r.fail("truncated at %s", what)
+		return 0
+	}
+	r.pos++
+	return r.b[r.pos-1]
+}
+
+// count reads an element count and refuses one that could not fit in the
+// bytes left at minBytes each.
+func (r *reader) count(what string, minBytes int) int {
+	n := r.uvarint(what)
+	if r.err == nil && n > uint64((len(r.b)-r.pos)/minBytes) {
+		r.fail("%s %d cannot fit in %d bytes", what, n, len(r.b)-r.pos)
+		return 0
+	}
+	return int(n)
+}
+
+func (r *reader) msgpack(what string, v any) {
+	n := r.uvarint(what + " length")
+	if r.err != nil {
+		return
+	}
+	if n > maxEntryBytes || n > uint64(len(r.b)-r.pos) {
+		r.fail("%s length %d exceeds what is left", what, n)
+		return
+	}
+	b := r.b[r.pos : r.pos+int(n)]
+	if err := rl.CheckMsgpack(b, 1); err != nil {
+		r.fail("%s: %v", what, err)
+		return
+	}
+	if err := msgpack.Unmarshal(b, v); err != nil {
+		r.fail("%s: %v", what, err)
+		return
+	}
+	r.pos += int(n)
+}
+
+func (r *reader) int32s(what string) []int32 {
+	n := r.count(what, 1)
+	if n == 0 || r.err != nil {
+		return nil
+	}
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = r.int32(what)
+	}
+	return out
+}
+
+var errSnapshotChecksum = errors.New("snapshot checksum mismatch")
+
+// readBody decodes a body written by writeBody into a fresh image.
+func readBody(r *reader) (*Image, error) {
+	im := newImage()
+	im.controllerEpoch = r.int32("controller epoch")
+	im.controllerNode = r.int32("controller node")
+	nb := r.count("broker count", 1)
+	for i := 0; i < nb && r.err == nil; i++ {
+		var be brokerEntry
+		r.msgpack("broker", &be)
+		if r.err != nil {
+			break
+		}
+		if _, dup := im.brokers[be.ID]; dup {
+			r.fail("broker %d appears twice", be.ID)
+			break
+		}
+		im.brokers[be.ID] = &Broker{ID: be.ID, Incarnation: be.Incarnation, Epoch: be.Epoch, Endpoints: be.Endpoints,
+			Rack: be.Rack, Fenced: be.Fenced, ShuttingDown: be.ShuttingDown}
+	}
+	nt := r.count("topic count", 1)
+	slots := r.count("partition count", 1)
+	seen := 0
+	for i := 0; i < nt && r.err == nil; i++ {
+		var te topicEntry
+		r.msgpack("topic", &te)
+		if r.err != nil {
+			break
+		}
+		if te.Partitions < 0 || int(te.Partitions) > slots-seen {
+			r.fail("topic %q claims %d partitions, %d left", te.Name, te.Partitions, slots-seen)
+			break
+		}
+		if _, dup := im.topics[te.ID]; dup {
+			r.fail("topic %s appears twice", te.ID)
+			break
+		}
+		if _, dup := im.byName[te.Name]; dup {
+			r.fail("topic name %q appears twice", te.Name)
+			break
+		}
+		t := &Topic{ID: te.ID, Name: te.Name, Configs: te.Configs, Deleting: te.Deleting,
+			Partitions: make([]Partition, te.Partitions)}
+		for _, ra := range te.Reassignments {
+			if ra.Partition < 0 || ra.Partition >= te.Partitions {
+				r.fail("topic %q: reassignment of partition %d out of range", te.Name, ra.Partition)
+				break
+			}
+			setReassignment(t, ra.Partition, Reassignment{Adding: ra.Adding, Removing: ra.Removing})
+		}
+		for j := range t.Partitions {
+			readPartition(r, &t.Partitions[j])
+			if t.Partitions[j].State != rl.NonExistentPartition {
+				im.partitions++
+			}
+		}
+		seen += int(te.Partitions)
+		im.topics[t.ID] = t
+		im.byName[t.Name] = t.ID
+	}
+	if r.err == nil && seen != slots {
+		r.fail("header counts %d partitions, topics hold %d", slots, seen)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return im, nil
+}
+
+func readPartition(r *reader, p *Partition) {
+	p.Replicas = r.int32s("replicas")
+	if len(p.Replicas) > 0 {
+		p.ReplicaStates = make([]rl.ReplicaState, len(p.Replicas))
+		for i := range p.ReplicaStates {
+			s := rl.ReplicaState(r.byte("replica state"))
+			if !s.Valid() {
+				r.fail("replica state %d", s)
+			}
+			p.ReplicaStates[i] = s
+		}
+	}
+	p.ISR = r.int32s("isr")
+	p.Leader = r.int32("leader")
+	p.LeaderEpoch = r.int32("leader epoch")
+	p.PartitionEpoch = r.int32("partition epoch")
+	p.State = rl.PartitionState(r.byte("partition state"))
+	if !p.State.Valid() {
+		r.fail("partition state %d", p.State)
+	}
+	p.ChangedAt = r.uvarint("changed-at index")
+}
