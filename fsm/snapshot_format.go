@@ -190,10 +190,36 @@ func appendPartition(c *chunkWriter, p *Partition) {
 }
 
 // reader decodes a snapshot held in memory, remembering the first error.
+// Partition slices are carved from shared arenas: a million small
+// allocations would dominate restore time, and since partition slices are
+// never changed in place, sharing a backing array is safe (each slice is
+// capped so an append cannot reach its neighbour).
 type reader struct {
-	b   []byte
-	pos int
-	err error
+	b      []byte
+	pos    int
+	err    error
+	ints   []int32
+	states []rl.ReplicaState
+}
+
+const arenaSize = 64 << 10
+
+func (r *reader) allocInts(n int) []int32 {
+	if n > len(r.ints) {
+		r.ints = make([]int32, max(n, arenaSize))
+	}
+	s := r.ints[:n:n]
+	r.ints = r.ints[n:]
+	return s
+}
+
+func (r *reader) allocStates(n int) []rl.ReplicaState {
+	if n > len(r.states) {
+		r.states = make([]rl.ReplicaState, max(n, arenaSize))
+	}
+	s := r.states[:n:n]
+	r.states = r.states[n:]
+	return s
 }
 
 func (r *reader) fail(format string, args ...any) {
@@ -286,7 +312,7 @@ func (r *reader) int32s(what string) []int32 {
 	if n == 0 || r.err != nil {
 		return nil
 	}
-	out := make([]int32, n)
+	out := r.allocInts(n)
 	for i := range out {
 		out[i] = r.int32(what)
 	}
@@ -366,7 +392,7 @@ func readBody(r *reader) (*Image, error) {
 func readPartition(r *reader, p *Partition) {
 	p.Replicas = r.int32s("replicas")
 	if len(p.Replicas) > 0 {
-		p.ReplicaStates = make([]rl.ReplicaState, len(p.Replicas))
+		p.ReplicaStates = r.allocStates(len(p.Replicas))
 		for i := range p.ReplicaStates {
 			s := rl.ReplicaState(r.byte("replica state"))
 			if !s.Valid() {
