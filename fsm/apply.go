@@ -9,71 +9,71 @@ import (
 
 // applyRecord applies one record at raft index idx. It either changes the
 // image completely or, returning an error, not at all.
-func (im *Image) applyRecord(idx uint64, r rl.Record) error {
+func applyRecord(im store, idx uint64, r rl.Record) error {
 	switch rec := r.(type) {
 	case *rl.ControllerEpoch:
-		return im.applyControllerEpoch(rec)
+		return applyControllerEpoch(im, rec)
 	case *rl.RegisterBroker:
-		return im.applyRegisterBroker(idx, rec)
+		return applyRegisterBroker(im, idx, rec)
 	case *rl.FenceBroker:
-		return im.applyBrokerChange(rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.Fenced = true })
+		return applyBrokerChange(im, rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.Fenced = true })
 	case *rl.UnfenceBroker:
-		return im.applyBrokerChange(rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.Fenced = false })
+		return applyBrokerChange(im, rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.Fenced = false })
 	case *rl.BrokerShutdown:
-		return im.applyBrokerChange(rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.ShuttingDown = true })
+		return applyBrokerChange(im, rec.BrokerID, rec.BrokerEpoch, func(b *Broker) { b.ShuttingDown = true })
 	case *rl.UnregisterBroker:
-		return im.applyUnregisterBroker(rec)
+		return applyUnregisterBroker(im, rec)
 	case *rl.Topic:
-		return im.applyTopic(rec)
+		return applyTopic(im, rec)
 	case *rl.TopicConfig:
-		return im.applyTopicConfig(rec)
+		return applyTopicConfig(im, rec)
 	case *rl.Partition:
-		return im.applyPartition(idx, rec)
+		return applyPartition(im, idx, rec)
 	case *rl.PartitionChange:
-		return im.applyPartitionChange(idx, rec)
+		return applyPartitionChange(im, idx, rec)
 	case *rl.ReplicaStateChange:
-		return im.applyReplicaStates(idx, rec)
+		return applyReplicaStates(im, idx, rec)
 	case *rl.PartitionStateChange:
-		return im.applyPartitionStates(rec)
+		return applyPartitionStates(im, rec)
 	case *rl.BeginDeleteTopic:
-		return im.applyBeginDeleteTopic(rec)
+		return applyBeginDeleteTopic(im, rec)
 	case *rl.RemoveTopic:
-		return im.applyRemoveTopic(rec)
+		return applyRemoveTopic(im, rec)
 	}
 	// The codec only produces the types above; a new type added there
 	// without an apply function must not be skipped silently.
 	panic(fmt.Sprintf("fsm: no apply function for record type %s", r.Type()))
 }
 
-func (im *Image) applyControllerEpoch(r *rl.ControllerEpoch) error {
-	if r.Epoch != im.controllerEpoch+1 {
-		return fmt.Errorf("%w: epoch %d proposed by node %d, current is %d", ErrStaleControllerEpoch, r.Epoch, r.NodeID, im.controllerEpoch)
+func applyControllerEpoch(im store, r *rl.ControllerEpoch) error {
+	if cur, _ := im.controller(); r.Epoch != cur+1 {
+		return fmt.Errorf("%w: epoch %d proposed by node %d, current is %d", ErrStaleControllerEpoch, r.Epoch, r.NodeID, cur)
 	}
-	im.controllerEpoch, im.controllerNode = r.Epoch, r.NodeID
+	im.setController(r.Epoch, r.NodeID)
 	return nil
 }
 
-func (im *Image) applyRegisterBroker(idx uint64, r *rl.RegisterBroker) error {
+func applyRegisterBroker(im store, idx uint64, r *rl.RegisterBroker) error {
 	if r.BrokerID < 0 {
 		return fmt.Errorf("%w: broker id %d is negative", ErrInvalidRecord, r.BrokerID)
 	}
 	// A new registration replaces the previous incarnation: the new broker
 	// epoch fences every request that carries the old one.
-	im.brokers[r.BrokerID] = &Broker{
+	im.putBroker(&Broker{
 		ID:          r.BrokerID,
 		Incarnation: r.IncarnationID,
 		Epoch:       int64(idx),
 		Endpoints:   append([]rl.Endpoint(nil), r.Endpoints...),
 		Rack:        r.Rack,
 		Fenced:      true,
-	}
+	})
 	return nil
 }
 
 // applyBrokerChange applies fn to a copy of the broker, so a snapshot that
 // holds the old *Broker keeps seeing the old value.
-func (im *Image) applyBrokerChange(id int32, epoch int64, fn func(*Broker)) error {
-	b := im.brokers[id]
+func applyBrokerChange(im store, id int32, epoch int64, fn func(*Broker)) error {
+	b := im.broker(id)
 	if b == nil {
 		return fmt.Errorf("%w: %d", ErrUnknownBroker, id)
 	}
@@ -82,26 +82,26 @@ func (im *Image) applyBrokerChange(id int32, epoch int64, fn func(*Broker)) erro
 	}
 	c := *b
 	fn(&c)
-	im.brokers[id] = &c
+	im.putBroker(&c)
 	return nil
 }
 
-func (im *Image) applyUnregisterBroker(r *rl.UnregisterBroker) error {
-	if err := im.applyBrokerChange(r.BrokerID, r.BrokerEpoch, func(*Broker) {}); err != nil {
+func applyUnregisterBroker(im store, r *rl.UnregisterBroker) error {
+	if err := applyBrokerChange(im, r.BrokerID, r.BrokerEpoch, func(*Broker) {}); err != nil {
 		return err
 	}
-	delete(im.brokers, r.BrokerID)
+	im.deleteBroker(r.BrokerID)
 	return nil
 }
 
-func (im *Image) applyTopic(r *rl.Topic) error {
+func applyTopic(im store, r *rl.Topic) error {
 	if r.TopicID.IsZero() || r.Name == "" {
 		return fmt.Errorf("%w: topic needs an id and a name", ErrInvalidRecord)
 	}
-	if _, ok := im.topics[r.TopicID]; ok {
+	if im.topic(r.TopicID) != nil {
 		return fmt.Errorf("%w: id %s", ErrTopicExists, r.TopicID)
 	}
-	if _, ok := im.byName[r.Name]; ok {
+	if _, ok := im.topicIDByName(r.Name); ok {
 		return fmt.Errorf("%w: %q", ErrTopicExists, r.Name)
 	}
 	configs := append([]rl.ConfigEntry(nil), r.Configs...)
@@ -111,19 +111,18 @@ func (im *Image) applyTopic(r *rl.Topic) error {
 			return fmt.Errorf("%w: config %q given twice", ErrInvalidRecord, configs[i].Key)
 		}
 	}
-	im.topics[r.TopicID] = &Topic{ID: r.TopicID, Name: r.Name, Configs: configs, gen: im.snapGen}
-	im.byName[r.Name] = r.TopicID
+	im.putTopic(&Topic{ID: r.TopicID, Name: r.Name, Configs: configs})
 	return nil
 }
 
-func (im *Image) applyTopicConfig(r *rl.TopicConfig) error {
-	if im.topics[r.TopicID] == nil {
+func applyTopicConfig(im store, r *rl.TopicConfig) error {
+	if im.topic(r.TopicID) == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
 	if r.Key == "" {
 		return fmt.Errorf("%w: empty config key", ErrInvalidRecord)
 	}
-	t := im.mutableTopic(r.TopicID)
+	t := im.writableTopic(r.TopicID)
 	cfg := make([]rl.ConfigEntry, 0, len(t.Configs)+1)
 	for _, e := range t.Configs {
 		if e.Key != r.Key {
@@ -138,29 +137,28 @@ func (im *Image) applyTopicConfig(r *rl.TopicConfig) error {
 	return nil
 }
 
-func (im *Image) applyPartition(idx uint64, r *rl.Partition) error {
-	t := im.topics[r.TopicID]
+func applyPartition(im store, idx uint64, r *rl.Partition) error {
+	t := im.topic(r.TopicID)
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
 	if t.Deleting {
 		return fmt.Errorf("%w: %q", ErrTopicDeleting, t.Name)
 	}
-	if int(r.Partition) != len(t.Partitions) {
-		return fmt.Errorf("%w: partition %d of %q, next is %d", ErrInvalidRecord, r.Partition, t.Name, len(t.Partitions))
+	if next := im.partitionSlots(r.TopicID); r.Partition != next {
+		return fmt.Errorf("%w: partition %d of %q, next is %d", ErrInvalidRecord, r.Partition, t.Name, next)
 	}
 	if err := checkReplicaList("replicas", r.Replicas, false); err != nil {
 		return err
 	}
-	t = im.mutableTopic(r.TopicID)
-	t.Partitions = append(t.Partitions, Partition{
+	im.appendPartition(r.TopicID, Partition{
 		Replicas:      append([]int32(nil), r.Replicas...),
 		ReplicaStates: make([]rl.ReplicaState, len(r.Replicas)),
 		Leader:        rl.NoLeader,
 		State:         rl.NewPartition,
 		ChangedAt:     idx,
 	})
-	im.partitions++
+	im.addPartitionCount(1)
 	return nil
 }
 
@@ -188,20 +186,20 @@ func subset(sub, of []int32) bool {
 	return true
 }
 
-func (im *Image) partitionOf(id rl.TopicID, p int32) (*Topic, *Partition, error) {
-	t := im.topics[id]
+func partitionOf(im store, id rl.TopicID, p int32) (*Topic, *Partition, error) {
+	t := im.topic(id)
 	if t == nil {
 		return nil, nil, fmt.Errorf("%w: %s", ErrUnknownTopic, id)
 	}
-	part := t.Partition(p)
+	part := im.partition(id, p)
 	if part == nil {
 		return t, nil, fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, p)
 	}
 	return t, part, nil
 }
 
-func (im *Image) applyPartitionChange(idx uint64, r *rl.PartitionChange) error {
-	t, cur, err := im.partitionOf(r.TopicID, r.Partition)
+func applyPartitionChange(im store, idx uint64, r *rl.PartitionChange) error {
+	t, cur, err := partitionOf(im, r.TopicID, r.Partition)
 	if err != nil {
 		return err
 	}
@@ -231,11 +229,11 @@ func (im *Image) applyPartitionChange(idx uint64, r *rl.PartitionChange) error {
 	if !subset(next.ISR, next.Replicas) {
 		return fmt.Errorf("%w: isr %v is not within replicas %v", ErrInvalidRecord, next.ISR, next.Replicas)
 	}
-	if next.Leader != rl.NoLeader && indexOf(next.Replicas, next.Leader) < 0 {
-		return fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, next.Leader, next.Replicas)
-	}
 	if next.Leader < rl.NoLeader {
 		return fmt.Errorf("%w: leader %d", ErrInvalidRecord, next.Leader)
+	}
+	if next.Leader != rl.NoLeader && indexOf(next.Replicas, next.Leader) < 0 {
+		return fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, next.Leader, next.Replicas)
 	}
 	var reassign Reassignment
 	if r.Has(rl.ChangeReassignment) {
@@ -255,10 +253,9 @@ func (im *Image) applyPartitionChange(idx uint64, r *rl.PartitionChange) error {
 	}
 	next.PartitionEpoch++
 	next.ChangedAt = idx
-	t = im.mutableTopic(r.TopicID)
-	t.Partitions[r.Partition] = next
+	im.setPartition(r.TopicID, r.Partition, next)
 	if r.Has(rl.ChangeReassignment) {
-		setReassignment(t, r.Partition, reassign)
+		setReassignment(im.writableTopic(r.TopicID), r.Partition, reassign)
 	}
 	return nil
 }
@@ -274,13 +271,13 @@ func setReassignment(t *Topic, p int32, r Reassignment) {
 	t.Reassignments[p] = r
 }
 
-func (im *Image) applyReplicaStates(idx uint64, r *rl.ReplicaStateChange) error {
-	t := im.topics[r.TopicID]
+func applyReplicaStates(im store, idx uint64, r *rl.ReplicaStateChange) error {
+	t := im.topic(r.TopicID)
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
 	for i, ref := range r.Replicas {
-		p := t.Partition(ref.Partition)
+		p := im.partition(r.TopicID, ref.Partition)
 		if p == nil {
 			return fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, ref.Partition)
 		}
@@ -303,9 +300,8 @@ func (im *Image) applyReplicaStates(idx uint64, r *rl.ReplicaStateChange) error 
 			return fmt.Errorf("%w: replica of %q partition %d on broker %d still leads it", ErrInvalidTransition, t.Name, ref.Partition, ref.Broker)
 		}
 	}
-	t = im.mutableTopic(r.TopicID)
 	for _, ref := range r.Replicas {
-		p := &t.Partitions[ref.Partition]
+		p := *im.partition(r.TopicID, ref.Partition)
 		i := indexOf(p.Replicas, ref.Broker)
 		if r.State == rl.NonExistentReplica {
 			p.Replicas = without(p.Replicas, i)
@@ -316,11 +312,12 @@ func (im *Image) applyReplicaStates(idx uint64, r *rl.ReplicaStateChange) error 
 			}
 			p.PartitionEpoch++
 			p.ChangedAt = idx
-			continue
+		} else {
+			states := append([]rl.ReplicaState(nil), p.ReplicaStates...)
+			states[i] = r.State
+			p.ReplicaStates = states
 		}
-		states := append([]rl.ReplicaState(nil), p.ReplicaStates...)
-		states[i] = r.State
-		p.ReplicaStates = states
+		im.setPartition(r.TopicID, ref.Partition, p)
 	}
 	return nil
 }
@@ -330,66 +327,67 @@ func without(s []int32, i int) []int32 {
 	return append(append(out, s[:i]...), s[i+1:]...)
 }
 
-func (im *Image) applyPartitionStates(r *rl.PartitionStateChange) error {
-	t := im.topics[r.TopicID]
+func applyPartitionStates(im store, r *rl.PartitionStateChange) error {
+	t := im.topic(r.TopicID)
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
 	for i, pid := range r.Partitions {
-		p := t.Partition(pid)
+		p := im.partition(r.TopicID, pid)
 		if p == nil {
 			return fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, pid)
 		}
-		if indexInt32(r.Partitions[:i], pid) {
+		if indexOf(r.Partitions[:i], pid) >= 0 {
 			return fmt.Errorf("%w: partition %d listed twice", ErrInvalidRecord, pid)
 		}
 		if !ValidPartitionTransition(p.State, r.State) {
 			return fmt.Errorf("%w: %q partition %d: %s -> %s", ErrInvalidTransition, t.Name, pid, p.State, r.State)
 		}
 	}
-	t = im.mutableTopic(r.TopicID)
 	for _, pid := range r.Partitions {
-		t.Partitions[pid].State = r.State
+		p := *im.partition(r.TopicID, pid)
+		p.State = r.State
+		im.setPartition(r.TopicID, pid, p)
 		if r.State == rl.NonExistentPartition {
-			im.partitions--
+			im.addPartitionCount(-1)
 		}
 	}
 	return nil
 }
 
-func indexInt32(s []int32, v int32) bool { return indexOf(s, v) >= 0 }
-
-func (im *Image) applyBeginDeleteTopic(r *rl.BeginDeleteTopic) error {
-	t := im.topics[r.TopicID]
+func applyBeginDeleteTopic(im store, r *rl.BeginDeleteTopic) error {
+	t := im.topic(r.TopicID)
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
 	if t.Deleting {
 		return fmt.Errorf("%w: %q", ErrTopicDeleting, t.Name)
 	}
-	im.mutableTopic(r.TopicID).Deleting = true
+	im.writableTopic(r.TopicID).Deleting = true
 	return nil
 }
 
-func (im *Image) applyRemoveTopic(r *rl.RemoveTopic) error {
-	t := im.topics[r.TopicID]
+func applyRemoveTopic(im store, r *rl.RemoveTopic) error {
+	t := im.topic(r.TopicID)
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
 	if !t.Deleting {
 		return fmt.Errorf("%w: %q is not queued for deletion", ErrInvalidTransition, t.Name)
 	}
-	for i := range t.Partitions {
-		if n := len(t.Partitions[i].Replicas); n > 0 {
+	slots := im.partitionSlots(r.TopicID)
+	existing := 0
+	for i := int32(0); i < slots; i++ {
+		p := im.partition(r.TopicID, i)
+		if p == nil {
+			continue
+		}
+		if n := len(p.Replicas); n > 0 {
 			return fmt.Errorf("%w: %q partition %d still has %d replica(s)", ErrInvalidTransition, t.Name, i, n)
 		}
+		existing++
 	}
-	for i := range t.Partitions {
-		if t.Partitions[i].State != rl.NonExistentPartition {
-			im.partitions--
-		}
-	}
-	delete(im.topics, r.TopicID)
-	delete(im.byName, t.Name)
+	im.addPartitionCount(-existing)
+	im.deleteTopic(t)
 	return nil
 }

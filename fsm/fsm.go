@@ -179,7 +179,7 @@ func describeDecodeError(err error) string {
 func (im *Image) applyBatch(idx uint64, batch rl.Batch) *ApplyResult {
 	res := &ApplyResult{Index: idx}
 	for i, r := range batch {
-		if err := im.applyRecord(idx, r); err != nil {
+		if err := applyRecord(im, idx, r); err != nil {
 			res.Rejected = append(res.Rejected, Rejection{Record: i, Type: r.Type(), Err: err})
 		}
 	}

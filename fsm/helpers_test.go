@@ -48,7 +48,7 @@ func (tf *testFSM) mustCommit(recs ...rl.Record) {
 
 func (tf *testFSM) partition(id rl.TopicID, p int32) Partition {
 	var out Partition
-	tf.View(func(im *Image) { out = *im.Topic(id).Partition(p) })
+	tf.View(func(im *Image) { out = *im.Partition(id, p) })
 	return out
 }
 

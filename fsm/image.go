@@ -61,12 +61,16 @@ type Reassignment struct {
 	Removing []int32
 }
 
-// Topic is a topic and its partitions. Partition i is Partitions[i].
+// Topic is a topic's own metadata. Its partitions are read through a
+// Reader (Partition, PartitionCount), which also sees a Txn's staged
+// changes.
 type Topic struct {
-	ID         raftlog.TopicID
-	Name       string
-	Configs    []raftlog.ConfigEntry // sorted by key
-	Partitions []Partition
+	ID      raftlog.TopicID
+	Name    string
+	Configs []raftlog.ConfigEntry // sorted by key
+	// parts holds partition i at index i; a removed partition keeps its
+	// slot in NonExistentPartition state until the topic goes.
+	parts []Partition
 	// Deleting is set once the topic is queued for deletion.
 	Deleting bool
 	// Reassignments holds the partitions with a reassignment in progress.
@@ -87,12 +91,11 @@ func (t *Topic) Config(key string) (string, bool) {
 	return "", false
 }
 
-// Partition returns partition p, or nil if it does not exist.
-func (t *Topic) Partition(p int32) *Partition {
-	if p < 0 || int(p) >= len(t.Partitions) || t.Partitions[p].State == raftlog.NonExistentPartition {
+func (t *Topic) partition(p int32) *Partition {
+	if p < 0 || int(p) >= len(t.parts) || t.parts[p].State == raftlog.NonExistentPartition {
 		return nil
 	}
-	return &t.Partitions[p]
+	return &t.parts[p]
 }
 
 // ReassigningPartitions returns the partitions with a reassignment in
@@ -109,7 +112,7 @@ func (t *Topic) ReassigningPartitions() []int32 {
 func (t *Topic) clone(gen uint64) *Topic {
 	c := *t
 	c.gen = gen
-	c.Partitions = append([]Partition(nil), t.Partitions...)
+	c.parts = append([]Partition(nil), t.parts...)
 	if t.Reassignments != nil {
 		c.Reassignments = make(map[int32]Reassignment, len(t.Reassignments))
 		for k, v := range t.Reassignments {
@@ -170,6 +173,23 @@ func (im *Image) TopicByName(name string) *Topic {
 		return im.topics[id]
 	}
 	return nil
+}
+
+// Partition returns partition p of topic id, or nil if it does not exist.
+func (im *Image) Partition(id raftlog.TopicID, p int32) *Partition {
+	if t := im.topics[id]; t != nil {
+		return t.partition(p)
+	}
+	return nil
+}
+
+// PartitionCount returns the number of partition slots of a topic: its
+// partitions are 0..PartitionCount-1, some of which may have been removed.
+func (im *Image) PartitionCount(id raftlog.TopicID) int32 {
+	if t := im.topics[id]; t != nil {
+		return int32(len(t.parts))
+	}
+	return 0
 }
 
 // NumTopics and NumPartitions count what exists.

@@ -149,19 +149,19 @@ func (fr *frozenImage) writeBody(w io.Writer) error {
 	}
 	slots := 0
 	for _, t := range fr.topics {
-		slots += len(t.Partitions)
+		slots += len(t.parts)
 	}
 	c.uvarint(uint64(len(fr.topics)))
 	c.uvarint(uint64(slots))
 	for _, t := range fr.topics {
-		te := &topicEntry{ID: t.ID, Name: t.Name, Configs: t.Configs, Deleting: t.Deleting, Partitions: int32(len(t.Partitions))}
+		te := &topicEntry{ID: t.ID, Name: t.Name, Configs: t.Configs, Deleting: t.Deleting, Partitions: int32(len(t.parts))}
 		for _, p := range t.ReassigningPartitions() {
 			r := t.Reassignments[p]
 			te.Reassignments = append(te.Reassignments, reassignEntry{Partition: p, Adding: r.Adding, Removing: r.Removing})
 		}
 		c.msgpack(te)
-		for i := range t.Partitions {
-			appendPartition(c, &t.Partitions[i])
+		for i := range t.parts {
+			appendPartition(c, &t.parts[i])
 			c.flushIfFull()
 		}
 		c.flushIfFull()
@@ -362,7 +362,7 @@ func readBody(r *reader) (*Image, error) {
 			break
 		}
 		t := &Topic{ID: te.ID, Name: te.Name, Configs: te.Configs, Deleting: te.Deleting,
-			Partitions: make([]Partition, te.Partitions)}
+			parts: make([]Partition, te.Partitions)}
 		for _, ra := range te.Reassignments {
 			if ra.Partition < 0 || ra.Partition >= te.Partitions {
 				r.fail("topic %q: reassignment of partition %d out of range", te.Name, ra.Partition)
@@ -370,9 +370,9 @@ func readBody(r *reader) (*Image, error) {
 			}
 			setReassignment(t, ra.Partition, Reassignment{Adding: ra.Adding, Removing: ra.Removing})
 		}
-		for j := range t.Partitions {
-			readPartition(r, &t.Partitions[j])
-			if t.Partitions[j].State != rl.NonExistentPartition {
+		for j := range t.parts {
+			readPartition(r, &t.parts[j])
+			if t.parts[j].State != rl.NonExistentPartition {
 				im.partitions++
 			}
 		}

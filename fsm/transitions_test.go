@@ -142,7 +142,7 @@ func TestPartitionTransitionsAll16(t *testing.T) {
 					}
 					var exists bool
 					var n int
-					tf.View(func(im *Image) { exists = im.Topic(id).Partition(0) != nil; n = im.NumPartitions() })
+					tf.View(func(im *Image) { exists = im.Partition(id, 0) != nil; n = im.NumPartitions() })
 					if to == rl.NonExistentPartition {
 						if exists || n != 0 {
 							t.Fatalf("NonExistentPartition left the partition (exists=%v, count=%d)", exists, n)

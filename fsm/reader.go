@@ -1,0 +1,28 @@
+package fsm
+
+import (
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// Reader is read access to an image: the committed Image, or a Txn that
+// adds staged changes on top of one. The controller decides against a
+// Reader, so a decision sees the changes earlier events of the same round
+// made but that are not committed yet.
+type Reader interface {
+	ControllerEpoch() (epoch, node int32)
+	Broker(id int32) *Broker
+	// Brokers returns all brokers in ascending id order.
+	Brokers() []*Broker
+	Topic(id rl.TopicID) *Topic
+	TopicByName(name string) *Topic
+	// ForEachTopic visits topics in no particular order until fn returns false.
+	ForEachTopic(fn func(*Topic) bool)
+	Partition(id rl.TopicID, p int32) *Partition
+	PartitionCount(id rl.TopicID) int32
+	NumPartitions() int
+}
+
+var (
+	_ Reader = (*Image)(nil)
+	_ Reader = (*Txn)(nil)
+)

@@ -1,0 +1,62 @@
+package fsm
+
+import (
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// store is what apply needs from an image: the committed Image implements
+// it, and so does a Txn layered over another store. Keeping apply on this
+// interface means the controller validates a proposal with exactly the
+// rules every voter will apply to it.
+type store interface {
+	topic(id rl.TopicID) *Topic
+	// writableTopic returns a topic the caller may change in place.
+	writableTopic(id rl.TopicID) *Topic
+	putTopic(t *Topic)
+	deleteTopic(t *Topic)
+	topicIDByName(name string) (rl.TopicID, bool)
+	partition(id rl.TopicID, p int32) *Partition
+	partitionSlots(id rl.TopicID) int32
+	// setPartition replaces partition p; appendPartition adds the next one.
+	setPartition(id rl.TopicID, p int32, v Partition)
+	appendPartition(id rl.TopicID, v Partition)
+	broker(id int32) *Broker
+	putBroker(b *Broker)
+	deleteBroker(id int32)
+	controller() (epoch, node int32)
+	setController(epoch, node int32)
+	addPartitionCount(delta int)
+}
+
+func (im *Image) topic(id rl.TopicID) *Topic                { return im.topics[id] }
+func (im *Image) writableTopic(id rl.TopicID) *Topic        { return im.mutableTopic(id) }
+func (im *Image) broker(id int32) *Broker                   { return im.brokers[id] }
+func (im *Image) putBroker(b *Broker)                       { im.brokers[b.ID] = b }
+func (im *Image) deleteBroker(id int32)                     { delete(im.brokers, id) }
+func (im *Image) controller() (int32, int32)                { return im.controllerEpoch, im.controllerNode }
+func (im *Image) setController(e, n int32)                  { im.controllerEpoch, im.controllerNode = e, n }
+func (im *Image) addPartitionCount(d int)                   { im.partitions += d }
+func (im *Image) topicIDByName(n string) (rl.TopicID, bool) { id, ok := im.byName[n]; return id, ok }
+
+func (im *Image) putTopic(t *Topic) {
+	t.gen = im.snapGen
+	im.topics[t.ID] = t
+	im.byName[t.Name] = t.ID
+}
+
+func (im *Image) deleteTopic(t *Topic) {
+	delete(im.topics, t.ID)
+	delete(im.byName, t.Name)
+}
+
+func (im *Image) partition(id rl.TopicID, p int32) *Partition { return im.Partition(id, p) }
+func (im *Image) partitionSlots(id rl.TopicID) int32          { return im.PartitionCount(id) }
+
+func (im *Image) setPartition(id rl.TopicID, p int32, v Partition) {
+	im.mutableTopic(id).parts[p] = v
+}
+
+func (im *Image) appendPartition(id rl.TopicID, v Partition) {
+	t := im.mutableTopic(id)
+	t.parts = append(t.parts, v)
+}

@@ -1,0 +1,266 @@
+package fsm
+
+import (
+	"sort"
+	"strconv"
+
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+type partKey struct {
+	topic rl.TopicID
+	part  int32
+}
+
+// Txn stages records over a base image without changing it. Records are
+// checked by the same apply functions the FSM runs, so a record a Txn
+// accepts is one every voter will accept at the same position in the log.
+//
+// The controller opens one Txn per round of events and, per event, a child
+// Txn that it merges into the round only if all of the event's records
+// apply: an event is in the batch whole or not at all.
+//
+// A Txn copies only what it changes: a topic's own fields on first write,
+// and single partitions. Reads of anything else go to the base, which must
+// not change while the Txn is in use (hold the FSM's view).
+type Txn struct {
+	base    store
+	index   uint64
+	topics  map[rl.TopicID]*Topic // nil value: deleted in this Txn
+	names   map[string]rl.TopicID // zero id: name freed in this Txn
+	brokers map[int32]*Broker     // nil value: deleted in this Txn
+	parts   map[partKey]Partition
+	slots   map[rl.TopicID]int32
+	ctrlSet bool
+	ctrl    [2]int32
+	delta   int
+	records []rl.Record
+}
+
+// NewTxn opens a Txn over im. index is the raft index the records are
+// expected to be committed at (it only affects broker epochs and change
+// indexes inside the Txn).
+func NewTxn(im *Image, index uint64) *Txn { return newTxn(im, index) }
+
+func newTxn(base store, index uint64) *Txn {
+	return &Txn{
+		base:    base,
+		index:   index,
+		topics:  map[rl.TopicID]*Topic{},
+		names:   map[string]rl.TopicID{},
+		brokers: map[int32]*Broker{},
+		parts:   map[partKey]Partition{},
+		slots:   map[rl.TopicID]int32{},
+	}
+}
+
+// Child opens a Txn over this one; Merge folds it back.
+func (tx *Txn) Child() *Txn { return newTxn(tx, tx.index) }
+
+// Apply stages records in order, all or none: on the first rejected record
+// it returns that record's error and the Txn is as it was.
+func (tx *Txn) Apply(records ...rl.Record) error {
+	child := tx.Child()
+	for i, r := range records {
+		if err := applyRecord(child, tx.index, r); err != nil {
+			return &Rejection{Record: i, Type: r.Type(), Err: err}
+		}
+	}
+	child.records = records
+	tx.absorb(child)
+	return nil
+}
+
+// Merge folds a child Txn (from Child) into its parent.
+func (tx *Txn) Merge(child *Txn) {
+	if child.base != store(tx) {
+		panic("fsm: Merge of a Txn that is not a child of this one")
+	}
+	tx.absorb(child)
+}
+
+func (tx *Txn) absorb(c *Txn) {
+	for k, v := range c.topics {
+		tx.topics[k] = v
+	}
+	for k, v := range c.names {
+		tx.names[k] = v
+	}
+	for k, v := range c.brokers {
+		tx.brokers[k] = v
+	}
+	for k, v := range c.parts {
+		tx.parts[k] = v
+	}
+	for k, v := range c.slots {
+		tx.slots[k] = v
+	}
+	if c.ctrlSet {
+		tx.ctrlSet, tx.ctrl = true, c.ctrl
+	}
+	tx.delta += c.delta
+	tx.records = append(tx.records, c.records...)
+}
+
+// Records returns the staged records in the order they were applied.
+func (tx *Txn) Records() []rl.Record { return tx.records }
+
+// Len is the number of staged records.
+func (tx *Txn) Len() int { return len(tx.records) }
+
+func (e *Rejection) Error() string {
+	return "record " + strconv.Itoa(e.Record) + " (" + e.Type.String() + "): " + e.Err.Error()
+}
+
+func (e *Rejection) Unwrap() error { return e.Err }
+
+// store implementation.
+
+func (tx *Txn) topic(id rl.TopicID) *Topic {
+	if t, ok := tx.topics[id]; ok {
+		return t
+	}
+	return tx.base.topic(id)
+}
+
+func (tx *Txn) writableTopic(id rl.TopicID) *Topic {
+	if t, ok := tx.topics[id]; ok {
+		return t
+	}
+	b := tx.base.topic(id)
+	if b == nil {
+		return nil
+	}
+	// Partitions are staged one by one in tx.parts; the copy shares the
+	// base's partition slice and never writes to it.
+	c := *b
+	if b.Reassignments != nil {
+		c.Reassignments = make(map[int32]Reassignment, len(b.Reassignments))
+		for k, v := range b.Reassignments {
+			c.Reassignments[k] = v
+		}
+	}
+	c.Configs = append([]rl.ConfigEntry(nil), b.Configs...)
+	tx.topics[id] = &c
+	return &c
+}
+
+func (tx *Txn) putTopic(t *Topic) {
+	tx.topics[t.ID] = t
+	tx.names[t.Name] = t.ID
+	tx.slots[t.ID] = 0
+}
+
+func (tx *Txn) deleteTopic(t *Topic) {
+	tx.topics[t.ID] = nil
+	tx.names[t.Name] = rl.TopicID{}
+}
+
+func (tx *Txn) topicIDByName(name string) (rl.TopicID, bool) {
+	if id, ok := tx.names[name]; ok {
+		return id, !id.IsZero()
+	}
+	return tx.base.topicIDByName(name)
+}
+
+func (tx *Txn) partition(id rl.TopicID, p int32) *Partition {
+	if t, ok := tx.topics[id]; ok && t == nil {
+		return nil
+	}
+	if v, ok := tx.parts[partKey{id, p}]; ok {
+		if v.State == rl.NonExistentPartition {
+			return nil
+		}
+		return &v
+	}
+	if n, ok := tx.slots[id]; ok && p >= n {
+		return nil
+	}
+	return tx.base.partition(id, p)
+}
+
+func (tx *Txn) partitionSlots(id rl.TopicID) int32 {
+	if t, ok := tx.topics[id]; ok && t == nil {
+		return 0
+	}
+	if n, ok := tx.slots[id]; ok {
+		return n
+	}
+	return tx.base.partitionSlots(id)
+}
+
+func (tx *Txn) setPartition(id rl.TopicID, p int32, v Partition) { tx.parts[partKey{id, p}] = v }
+
+func (tx *Txn) appendPartition(id rl.TopicID, v Partition) {
+	n := tx.partitionSlots(id)
+	tx.parts[partKey{id, n}] = v
+	tx.slots[id] = n + 1
+}
+
+func (tx *Txn) broker(id int32) *Broker {
+	if b, ok := tx.brokers[id]; ok {
+		return b
+	}
+	return tx.base.broker(id)
+}
+
+func (tx *Txn) putBroker(b *Broker)     { tx.brokers[b.ID] = b }
+func (tx *Txn) deleteBroker(id int32)   { tx.brokers[id] = nil }
+func (tx *Txn) addPartitionCount(d int) { tx.delta += d }
+
+func (tx *Txn) controller() (int32, int32) {
+	if tx.ctrlSet {
+		return tx.ctrl[0], tx.ctrl[1]
+	}
+	return tx.base.controller()
+}
+
+func (tx *Txn) setController(e, n int32) { tx.ctrlSet, tx.ctrl = true, [2]int32{e, n} }
+
+// Reader implementation.
+
+func (tx *Txn) ControllerEpoch() (int32, int32)             { return tx.controller() }
+func (tx *Txn) Broker(id int32) *Broker                     { return tx.broker(id) }
+func (tx *Txn) Topic(id rl.TopicID) *Topic                  { return tx.topic(id) }
+func (tx *Txn) Partition(id rl.TopicID, p int32) *Partition { return tx.partition(id, p) }
+func (tx *Txn) PartitionCount(id rl.TopicID) int32          { return tx.partitionSlots(id) }
+
+func (tx *Txn) TopicByName(name string) *Topic {
+	if id, ok := tx.topicIDByName(name); ok {
+		return tx.topic(id)
+	}
+	return nil
+}
+
+func (tx *Txn) NumPartitions() int { return tx.base.(Reader).NumPartitions() + tx.delta }
+
+func (tx *Txn) Brokers() []*Broker {
+	base := tx.base.(Reader).Brokers()
+	out := make([]*Broker, 0, len(base)+len(tx.brokers))
+	for _, b := range base {
+		if _, staged := tx.brokers[b.ID]; !staged {
+			out = append(out, b)
+		}
+	}
+	for _, b := range tx.brokers {
+		if b != nil {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (tx *Txn) ForEachTopic(fn func(*Topic) bool) {
+	for _, t := range tx.topics {
+		if t != nil && !fn(t) {
+			return
+		}
+	}
+	tx.base.(Reader).ForEachTopic(func(t *Topic) bool {
+		if _, staged := tx.topics[t.ID]; staged {
+			return true
+		}
+		return fn(t)
+	})
+}
