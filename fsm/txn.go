@@ -264,3 +264,14 @@ func (tx *Txn) ForEachTopic(fn func(*Topic) bool) {
 		return fn(t)
 	})
 }
+
+// Stage applies one record directly to this Txn. A rejected record changes
+// nothing, but records staged before it stay: use it inside a Txn that is
+// discarded as a whole on error (an event's own Txn), and Apply elsewhere.
+func (tx *Txn) Stage(r rl.Record) error {
+	if err := applyRecord(tx, tx.index, r); err != nil {
+		return &Rejection{Record: tx.Len(), Type: r.Type(), Err: err}
+	}
+	tx.records = append(tx.records, r)
+	return nil
+}

@@ -1,0 +1,375 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// BrokerRegistration is a broker asking to join.
+type BrokerRegistration struct {
+	BrokerID      int32
+	IncarnationID rl.IncarnationID
+	Endpoints     []rl.Endpoint
+	Rack          string
+}
+
+// RegisterBroker registers a broker and returns its broker epoch. The same
+// incarnation registering again gets its epoch back. A new incarnation
+// replaces the old one (whose epoch every later request then fails with)
+// unless the old one still has a live session: then the id is in use
+// (DUPLICATE_BROKER_REGISTRATION) until that session ends.
+func (c *Controller) RegisterBroker(ctx context.Context, req BrokerRegistration) (int64, error) {
+	if req.BrokerID < 0 {
+		return 0, kafkaErr(kerr.InvalidRequest, "broker id %d is negative", req.BrokerID)
+	}
+	v, _, err := c.submit(ctx, "register-broker", func(ec *eventCtx) (any, error) {
+		old := ec.img().Broker(req.BrokerID)
+		if old != nil && old.Incarnation == req.IncarnationID {
+			ec.act.sessions.touch(req.BrokerID, ec.now.Add(c.cfg.SessionTimeout))
+			return old.Epoch, nil
+		}
+		if old != nil && !old.Fenced && ec.act.sessions.alive(req.BrokerID, ec.now) {
+			return nil, kafkaErr(kerr.DuplicateBrokerRegistration, "broker %d is registered with incarnation %s and its session is live", req.BrokerID, old.Incarnation)
+		}
+		if err := ec.stageEach(&rl.RegisterBroker{BrokerID: req.BrokerID, IncarnationID: req.IncarnationID, Endpoints: req.Endpoints, Rack: req.Rack}); err != nil {
+			return nil, err
+		}
+		if old != nil {
+			ec.log.Info("broker registered a new incarnation: fencing the old one", "broker", req.BrokerID, "old_epoch", old.Epoch)
+			if err := ec.offlineBrokerReplicas(req.BrokerID); err != nil {
+				return nil, err
+			}
+		} else {
+			ec.log.Info("broker registered", "broker", req.BrokerID, "rack", req.Rack)
+		}
+		ec.act.sessions.touch(req.BrokerID, ec.now.Add(c.cfg.SessionTimeout))
+		ec.act.sessions.needCatchUp[req.BrokerID] = false
+		ec.plan.umAll = true
+		ec.endRound = true
+		return int64(-1), nil
+	}, func(v any, index uint64) any {
+		if e := v.(int64); e >= 0 {
+			return e
+		}
+		return int64(index)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return v.(int64), nil
+}
+
+// Heartbeat is a broker's periodic report.
+type Heartbeat struct {
+	BrokerID    int32
+	BrokerEpoch int64
+	// MetadataOffset is the highest control-request offset the broker applied.
+	MetadataOffset uint64
+	WantFence      bool
+	WantShutDown   bool
+}
+
+// HeartbeatResponse tells a broker where it stands.
+type HeartbeatResponse struct {
+	IsCaughtUp     bool
+	IsFenced       bool
+	ShouldShutDown bool
+}
+
+// Heartbeat renews a broker's session. A fenced broker that has caught up
+// (applied at least up to its own registration) is unfenced and its
+// replicas come back online; one that asks to shut down is moved out of
+// every leadership first and told it may stop once it leads nothing.
+func (c *Controller) Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatResponse, error) {
+	v, _, err := c.submit(ctx, "heartbeat", func(ec *eventCtx) (any, error) {
+		return ec.heartbeat(hb)
+	}, nil)
+	if err != nil {
+		return HeartbeatResponse{}, err
+	}
+	return v.(HeartbeatResponse), nil
+}
+
+func (ec *eventCtx) checkBrokerEpoch(id int32, epoch int64) (*fsm.Broker, error) {
+	b := ec.img().Broker(id)
+	if b == nil {
+		return nil, kafkaErr(kerr.BrokerIDNotRegistered, "broker %d", id)
+	}
+	if b.Epoch != epoch {
+		return nil, kafkaErr(kerr.StaleBrokerEpoch, "broker %d has epoch %d, request carries %d", id, b.Epoch, epoch)
+	}
+	return b, nil
+}
+
+func (ec *eventCtx) heartbeat(hb Heartbeat) (any, error) {
+	b, err := ec.checkBrokerEpoch(hb.BrokerID, hb.BrokerEpoch)
+	if err != nil {
+		return nil, err
+	}
+	s := ec.act.sessions
+	s.touch(b.ID, ec.now.Add(ec.c.cfg.SessionTimeout))
+	s.offset[b.ID] = hb.MetadataOffset
+	if s.needCatchUp[b.ID] {
+		if hb.MetadataOffset < ec.act.catchUpBelow {
+			ec.plan.catchUp[b.ID] = hb.MetadataOffset
+		}
+		s.needCatchUp[b.ID] = false
+	}
+	caughtUp := hb.MetadataOffset >= uint64(b.Epoch)
+	switch {
+	case hb.WantFence && !b.Fenced:
+		ec.log.Info("broker asked to be fenced", "broker", b.ID)
+		if err := ec.fenceBroker(b); err != nil {
+			return nil, err
+		}
+	case hb.WantShutDown:
+		if err := ec.controlledShutdown(b); err != nil {
+			return nil, err
+		}
+	case b.Fenced && caughtUp && !hb.WantFence:
+		if err := ec.unfenceBroker(b, hb.MetadataOffset); err != nil {
+			return nil, err
+		}
+	}
+	now := ec.img().Broker(b.ID)
+	resp := HeartbeatResponse{IsCaughtUp: caughtUp, IsFenced: now.Fenced}
+	if hb.WantShutDown {
+		resp.ShouldShutDown = !ec.leadsAnything(b.ID)
+	}
+	return resp, nil
+}
+
+// sessionCheckEvent fences every broker whose session expired.
+func (c *Controller) sessionCheckEvent() *event {
+	return &event{name: "session-check", done: make(chan eventResult, 1), compute: func(ec *eventCtx) (any, error) {
+		return nil, ec.expireSessions()
+	}}
+}
+
+// CheckSessions runs a session check now (the loop also runs one on a
+// timer). It returns once the resulting fences committed.
+func (c *Controller) CheckSessions(ctx context.Context) error {
+	_, _, err := c.submit(ctx, "session-check", func(ec *eventCtx) (any, error) { return nil, ec.expireSessions() }, nil)
+	return err
+}
+
+func (ec *eventCtx) expireSessions() error {
+	for _, id := range ec.act.sessions.expired(ec.now) {
+		b := ec.img().Broker(id)
+		if b == nil {
+			ec.act.sessions.forget(id)
+			continue
+		}
+		if b.Fenced {
+			continue
+		}
+		ec.log.Warn("broker session expired: fencing", "broker", id, "epoch", b.Epoch)
+		if err := ec.fenceBroker(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fenceBroker stages the fence and its effects: partitions the broker led
+// go offline and are re-elected, then its replicas go OfflineReplica.
+func (ec *eventCtx) fenceBroker(b *fsm.Broker) error {
+	if err := ec.stageEach(&rl.FenceBroker{BrokerID: b.ID, BrokerEpoch: b.Epoch}); err != nil {
+		return err
+	}
+	ec.plan.umAll = true
+	return ec.offlineBrokerReplicas(b.ID)
+}
+
+// offlineBrokerReplicas runs the broker-failure transitions for a broker
+// that is fenced in the event's view (Kafka's onBrokerFailure): partitions
+// it leads go OfflinePartition and then OnlinePartition with the Offline
+// strategy, and its replicas not yet offline go OfflineReplica. Replicas
+// of topics being deleted go ReplicaDeletionIneligible instead once
+// offline. It is idempotent, which is what lets a new controller finish a
+// fence that an old one did not.
+func (ec *eventCtx) offlineBrokerReplicas(id int32) error {
+	led, hosted := ec.partitionsOf(id)
+	if len(led) > 0 {
+		if _, err := ec.handlePartitionStateChanges(led, rl.OfflinePartition, 0, nil); err != nil {
+			return err
+		}
+		if _, err := ec.handlePartitionStateChanges(led, rl.OnlinePartition, OfflineElection, ec.uncleanAllowed); err != nil {
+			return err
+		}
+	}
+	var toOffline []replica
+	for _, ref := range hosted {
+		p := ec.img().Partition(ref.id, ref.part)
+		switch p.ReplicaState(id) {
+		case rl.NewReplica, rl.OnlineReplica:
+			toOffline = append(toOffline, replica{ref: ref, broker: id})
+		case rl.OfflineReplica:
+			// Already offline, but a failover may have cut the ISR
+			// shrink short: offline again is valid and idempotent.
+			if p.Leader == id || (p.InISR(id) && len(p.ISR) > 1) {
+				toOffline = append(toOffline, replica{ref: ref, broker: id})
+			}
+		}
+	}
+	if len(toOffline) > 0 {
+		if _, err := ec.handleReplicaStateChanges(toOffline, rl.OfflineReplica); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unfenceBroker brings a caught-up broker back: its replicas come online,
+// and partitions without a leader that it can lead are elected.
+func (ec *eventCtx) unfenceBroker(b *fsm.Broker, offset uint64) error {
+	if err := ec.stageEach(&rl.UnfenceBroker{BrokerID: b.ID, BrokerEpoch: b.Epoch}); err != nil {
+		return err
+	}
+	ec.log.Info("broker caught up: unfenced", "broker", b.ID, "epoch", b.Epoch)
+	ec.plan.umAll = true
+	ec.plan.catchUp[b.ID] = offset
+	_, hosted := ec.partitionsOf(b.ID)
+	var toOnline []replica
+	var leaderless []partRef
+	for _, ref := range hosted {
+		if t := ec.img().Topic(ref.id); t != nil && t.Deleting {
+			continue
+		}
+		p := ec.img().Partition(ref.id, ref.part)
+		switch p.ReplicaState(b.ID) {
+		case rl.NewReplica, rl.OfflineReplica, rl.ReplicaDeletionIneligible:
+			toOnline = append(toOnline, replica{ref: ref, broker: b.ID})
+		}
+		if p.Leader == rl.NoLeader {
+			leaderless = append(leaderless, ref)
+		}
+	}
+	if len(toOnline) > 0 {
+		if _, err := ec.handleReplicaStateChanges(toOnline, rl.OnlineReplica); err != nil {
+			return err
+		}
+	}
+	if len(leaderless) > 0 {
+		if _, err := ec.handlePartitionStateChanges(leaderless, rl.OnlinePartition, OfflineElection, ec.uncleanAllowed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// controlledShutdown moves leadership off a broker that asked to stop
+// (ControlledShutdown strategy) and takes its follower replicas offline.
+// A partition no other ISR member can lead is left with no leader and its
+// ISR kept, so the broker leads nothing and may stop.
+func (ec *eventCtx) controlledShutdown(b *fsm.Broker) error {
+	if !b.ShuttingDown {
+		if err := ec.stageEach(&rl.BrokerShutdown{BrokerID: b.ID, BrokerEpoch: b.Epoch}); err != nil {
+			return err
+		}
+		ec.log.Info("controlled shutdown requested", "broker", b.ID)
+		ec.plan.umAll = true
+	}
+	led, hosted := ec.partitionsOf(b.ID)
+	if len(led) > 0 {
+		failed, err := ec.handlePartitionStateChanges(led, rl.OnlinePartition, ControlledShutdownElection, nil)
+		if err != nil {
+			return err
+		}
+		var stuck []partRef
+		for ref := range failed {
+			stuck = append(stuck, ref)
+		}
+		if err := ec.dropLeadership(stuck); err != nil {
+			return err
+		}
+	}
+	var followers []replica
+	for _, ref := range hosted {
+		p := ec.img().Partition(ref.id, ref.part)
+		if p.Leader != b.ID && p.InISR(b.ID) && len(p.ISR) > 1 {
+			switch p.ReplicaState(b.ID) {
+			case rl.NewReplica, rl.OnlineReplica, rl.OfflineReplica, rl.ReplicaDeletionIneligible:
+				followers = append(followers, replica{ref: ref, broker: b.ID})
+			}
+		}
+	}
+	if len(followers) > 0 {
+		if _, err := ec.handleReplicaStateChanges(followers, rl.OfflineReplica); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropLeadership sets leader -1 (ISR kept) on partitions whose leader must
+// step down with nobody to take over, and marks them offline.
+func (ec *eventCtx) dropLeadership(refs []partRef) error {
+	var off []partRef
+	for _, ref := range sortRefs(refs) {
+		p := ec.img().Partition(ref.id, ref.part)
+		if p == nil || p.Leader == rl.NoLeader {
+			continue
+		}
+		if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+			Set: rl.ChangeLeader, Leader: rl.NoLeader}); err != nil {
+			return err
+		}
+		ec.plan.updateMetadata(ref)
+		off = append(off, ref)
+	}
+	if len(off) > 0 {
+		_, err := ec.handlePartitionStateChanges(off, rl.OfflinePartition, 0, nil)
+		return err
+	}
+	return nil
+}
+
+// partitionsOf scans the image for the partitions a broker leads and those
+// it hosts a replica of.
+func (ec *eventCtx) partitionsOf(id int32) (led, hosted []partRef) {
+	im := ec.img()
+	im.ForEachTopic(func(t *fsm.Topic) bool {
+		n := im.PartitionCount(t.ID)
+		for i := int32(0); i < n; i++ {
+			p := im.Partition(t.ID, i)
+			if p == nil || indexOf(p.Replicas, id) < 0 {
+				continue
+			}
+			ref := partRef{id: t.ID, name: t.Name, part: i}
+			hosted = append(hosted, ref)
+			if p.Leader == id {
+				led = append(led, ref)
+			}
+		}
+		return true
+	})
+	return sortRefs(led), sortRefs(hosted)
+}
+
+func (ec *eventCtx) leadsAnything(id int32) bool {
+	led, _ := ec.partitionsOf(id)
+	return len(led) > 0
+}
+
+// uncleanAllowed reads the topic's unclean.leader.election.enable.
+func (ec *eventCtx) uncleanAllowed(ref partRef) bool {
+	t := ec.img().Topic(ref.id)
+	if t == nil {
+		return false
+	}
+	v, _ := t.Config("unclean.leader.election.enable")
+	return v == "true"
+}
+
+func sortRefs(refs []partRef) []partRef {
+	m := make(map[partRef]struct{}, len(refs))
+	for _, r := range refs {
+		m[r] = struct{}{}
+	}
+	return sortedRefs(m)
+}

@@ -1,0 +1,200 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+)
+
+// Config configures a Controller.
+type Config struct {
+	// NodeID is this voter's id, recorded in ControllerEpoch records.
+	NodeID int32
+	FSM    *fsm.FSM
+	Log    Log
+	Sender Sender
+	Logger hclog.Logger
+	Clock  Clock
+	// SessionTimeout is how long a broker may go without a heartbeat
+	// before it is fenced. Default 9 s.
+	SessionTimeout time.Duration
+	// MaxEventsPerRound bounds how many queued events one round takes.
+	MaxEventsPerRound int
+	// MaxRecordsPerEntry splits a round's records into log entries of at
+	// most this many records.
+	MaxRecordsPerEntry int
+	// ApplyTimeout bounds how long a proposal may wait to be enqueued.
+	ApplyTimeout time.Duration
+	// QueueSize is the capacity of the event queue.
+	QueueSize int
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 9 * time.Second
+	}
+	if c.MaxEventsPerRound <= 0 {
+		c.MaxEventsPerRound = 8192
+	}
+	if c.MaxRecordsPerEntry <= 0 {
+		c.MaxRecordsPerEntry = 50_000
+	}
+	if c.ApplyTimeout <= 0 {
+		c.ApplyTimeout = 10 * time.Second
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 65536
+	}
+	if c.Sender == nil {
+		c.Sender = discardSender{}
+	}
+}
+
+type discardSender struct{}
+
+func (discardSender) Send(Requests) {}
+
+// Controller is the active-controller logic of one voter. It is idle until
+// Activate is called (the node does so when raft makes this voter leader)
+// and returns to idle on Deactivate or when a proposal fails because
+// leadership was lost. While active it runs a single event loop: every
+// decision is computed there, against the committed image plus the
+// not-yet-committed changes of the same round, and proposed to the log.
+type Controller struct {
+	cfg Config
+	log hclog.Logger
+
+	events chan *event
+
+	mu        sync.Mutex
+	active    *activation // nil while idle
+	lastStats ActivationStats
+
+	// resumers are run by the first event after activation, to pick up
+	// multi-step work (deletions, reassignments) where the log left it.
+	resumers []func(*eventCtx) error
+}
+
+// activation is one term as active controller.
+type activation struct {
+	epoch   int32
+	started time.Time
+	// catchUpBelow is the index of the activation entry: a broker whose
+	// first heartbeat reports less is sent what changed since.
+	catchUpBelow uint64
+	stop         chan struct{}
+	done         chan struct{}
+	ready        chan struct{}
+	failed       error
+	// loop-owned state
+	sessions *sessions
+}
+
+// New returns an idle controller.
+func New(cfg Config) *Controller {
+	cfg.setDefaults()
+	return &Controller{
+		cfg:    cfg,
+		log:    cfg.Logger.Named("controller"),
+		events: make(chan *event, cfg.QueueSize),
+	}
+}
+
+// Active reports whether this node is the active controller, and its epoch.
+func (c *Controller) Active() (bool, int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.active == nil {
+		return false, 0
+	}
+	select {
+	case <-c.active.ready:
+		return c.active.failed == nil, c.active.epoch
+	default:
+		return false, 0
+	}
+}
+
+// FSM returns the image the controller decides against.
+func (c *Controller) FSM() *fsm.FSM { return c.cfg.FSM }
+
+// eventResult is what a caller of submit gets back.
+type eventResult struct {
+	value any
+	index uint64
+	err   error
+}
+
+// event is one unit of controller work: compute stages its records in the
+// event's own Txn and plans its requests; after the round commits, the
+// caller gets the value, with the index of the entry that carries it.
+type event struct {
+	name     string
+	enqueued time.Time
+	compute  func(ec *eventCtx) (any, error)
+	// finish, if set, runs after commit to turn the value into the final
+	// result (for example to put the committed index in a response).
+	finish func(value any, index uint64) any
+	done   chan eventResult
+}
+
+// call is a queued event whose result can be waited for.
+type call struct {
+	ev  *event
+	err error
+}
+
+// enqueue queues an event without waiting for it.
+func (c *Controller) enqueue(ctx context.Context, name string, compute func(*eventCtx) (any, error), finish func(any, uint64) any) call {
+	c.mu.Lock()
+	a := c.active
+	c.mu.Unlock()
+	if a == nil {
+		return call{err: ErrNotController}
+	}
+	ev := &event{name: name, enqueued: c.cfg.Clock.Now(), compute: compute, finish: finish, done: make(chan eventResult, 1)}
+	select {
+	case c.events <- ev:
+		return call{ev: ev}
+	case <-a.stop:
+		return call{err: ErrNotController}
+	case <-ctx.Done():
+		return call{err: ctx.Err()}
+	}
+}
+
+// wait waits for the event's result. A context that ends first leaves the
+// outcome unknown: the event may still commit.
+func (cl call) wait(ctx context.Context) (any, uint64, error) {
+	if cl.err != nil {
+		return nil, 0, cl.err
+	}
+	select {
+	case r := <-cl.ev.done:
+		return r.value, r.index, r.err
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+}
+
+// submit queues an event and waits for its result. It fails with
+// ErrNotController when the node is not active or stops being active
+// before the event commits.
+func (c *Controller) submit(ctx context.Context, name string, compute func(*eventCtx) (any, error), finish func(any, uint64) any) (any, uint64, error) {
+	return c.enqueue(ctx, name, compute, finish).wait(ctx)
+}
+
+// errLeadershipLost marks a proposal that failed because this node is no
+// longer the raft leader.
+var errLeadershipLost = errors.New("leadership lost")

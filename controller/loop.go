@@ -1,0 +1,282 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// eventCtx is what an event's compute function works with: a Txn of its
+// own over the round (read it, stage records in it) and a plan of its own
+// for the requests to send once the round commits. If compute fails,
+// neither reaches the round.
+type eventCtx struct {
+	c    *Controller
+	act  *activation
+	txn  *fsm.Txn
+	plan *plan
+	now  time.Time
+	log  hclog.Logger
+	// endRound asks the loop to propose what it has before running the
+	// next event (a broker registration does, so no later event of the
+	// round depends on a broker epoch that is only known at commit).
+	endRound bool
+}
+
+// img is the image as this event sees it.
+func (ec *eventCtx) img() fsm.Reader { return ec.txn }
+
+// stage applies records to the event's Txn, all or none.
+func (ec *eventCtx) stage(records ...rl.Record) error {
+	if err := ec.txn.Apply(records...); err != nil {
+		return fmt.Errorf("staging %s: %w", records[0].Type(), err)
+	}
+	return nil
+}
+
+func (ec *eventCtx) header() Header {
+	return Header{ControllerID: ec.c.cfg.NodeID, ControllerEpoch: ec.act.epoch}
+}
+
+// runLoop is the active controller: activation first, then rounds of
+// events until stopped or leadership is lost.
+func (c *Controller) runLoop(a *activation) {
+	defer close(a.done)
+	if err := c.activate(a); err != nil {
+		a.failed = err
+		close(a.ready)
+		c.log.Warn("activation failed", "error", err)
+		c.failQueued(a)
+		return
+	}
+	close(a.ready)
+	tick := time.NewTicker(c.tickInterval())
+	defer tick.Stop()
+	var pending []*event
+	for {
+		if len(pending) == 0 {
+			select {
+			case <-a.stop:
+				c.failQueued(a)
+				return
+			case ev := <-c.events:
+				pending = append(pending, ev)
+			case <-tick.C:
+				pending = append(pending, c.sessionCheckEvent())
+			}
+		}
+	drain:
+		for len(pending) < c.cfg.MaxEventsPerRound {
+			select {
+			case ev := <-c.events:
+				pending = append(pending, ev)
+			default:
+				break drain
+			}
+		}
+		rest, err := c.runRound(a, pending)
+		pending = rest
+		if errors.Is(err, errLeadershipLost) {
+			c.log.Warn("leadership lost: active controller stopping", "epoch", a.epoch, "error", err)
+			for _, ev := range pending {
+				ev.done <- eventResult{err: ErrNotController}
+			}
+			c.failQueued(a)
+			c.mu.Lock()
+			if c.active == a {
+				c.active = nil
+			}
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (c *Controller) tickInterval() time.Duration {
+	d := c.cfg.SessionTimeout / 8
+	if d < 10*time.Millisecond {
+		d = 10 * time.Millisecond
+	}
+	if d > time.Second {
+		d = time.Second
+	}
+	return d
+}
+
+// failQueued answers every queued event with NOT_CONTROLLER.
+func (c *Controller) failQueued(a *activation) {
+	for {
+		select {
+		case ev := <-c.events:
+			ev.done <- eventResult{err: ErrNotController}
+		default:
+			return
+		}
+	}
+}
+
+// eventSpan is where an event's records sit in its round.
+type eventSpan struct {
+	ok         bool
+	start, end int
+	value      any
+	err        error
+}
+
+// runRound computes events against the image until one asks to end the
+// round, proposes their records, and on commit sends the planned requests
+// and answers the callers. It returns the events it did not get to.
+func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
+	now := c.cfg.Clock.Now()
+	spans := make([]eventSpan, 0, len(batch))
+	var records []rl.Record
+	rp := newPlan()
+	c.cfg.FSM.View(func(im *fsm.Image) {
+		txn := fsm.NewTxn(im, im.AppliedIndex()+1)
+		for _, ev := range batch {
+			child := txn.Child()
+			ec := &eventCtx{c: c, act: a, txn: child, plan: newPlan(), now: now, log: c.log}
+			v, err := safeCompute(ev, ec)
+			sp := eventSpan{value: v, err: err, start: txn.Len()}
+			if err == nil {
+				txn.Merge(child)
+				rp.merge(ec.plan)
+				sp.ok = true
+			}
+			sp.end = txn.Len()
+			spans = append(spans, sp)
+			if ec.endRound {
+				break
+			}
+		}
+		records = txn.Records()
+	})
+	rest := batch[len(spans):]
+
+	indexes, rejected, err := c.propose(records)
+	if err != nil {
+		for i, sp := range spans {
+			if sp.ok {
+				batch[i].done <- eventResult{err: fmt.Errorf("%w (%v)", ErrNotController, err)}
+			} else {
+				batch[i].done <- eventResult{err: sp.err}
+			}
+		}
+		return rest, err
+	}
+	last := c.cfg.FSM.AppliedIndex()
+	if n := len(indexes); n > 0 {
+		last = indexes[n-1]
+	}
+	if !rp.empty() {
+		c.send(rp, a, last)
+	}
+	for i, sp := range spans {
+		ev := batch[i]
+		if !sp.ok {
+			ev.done <- eventResult{err: sp.err}
+			continue
+		}
+		if rj := rejectedIn(rejected, sp.start, sp.end); rj != nil {
+			c.log.Error("the FSM rejected a record the controller had staged", "event", ev.name, "error", rj)
+			ev.done <- eventResult{err: kafkaErr(unknownServerError, "%v", rj)}
+			continue
+		}
+		idx := last
+		if sp.end > sp.start {
+			idx = indexes[(sp.start)/c.cfg.MaxRecordsPerEntry]
+		}
+		v := sp.value
+		if ev.finish != nil {
+			v = ev.finish(v, idx)
+		}
+		ev.done <- eventResult{value: v, index: idx}
+	}
+	return rest, nil
+}
+
+func safeCompute(ev *event, ec *eventCtx) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ec.log.Error("event failed with a panic", "event", ev.name, "panic", r)
+			err = kafkaErr(unknownServerError, "internal error handling %s", ev.name)
+		}
+	}()
+	return ev.compute(ec)
+}
+
+type globalRejection struct {
+	offset int
+	err    error
+}
+
+func rejectedIn(rj []globalRejection, start, end int) error {
+	i := sort.Search(len(rj), func(i int) bool { return rj[i].offset >= start })
+	if i < len(rj) && rj[i].offset < end {
+		return rj[i].err
+	}
+	return nil
+}
+
+// propose writes records as log entries of at most MaxRecordsPerEntry
+// records each, all in flight at once, and waits for them to commit and
+// apply. It returns each entry's index, and any record the FSM rejected.
+func (c *Controller) propose(records []rl.Record) ([]uint64, []globalRejection, error) {
+	if len(records) == 0 {
+		return nil, nil, nil
+	}
+	per := c.cfg.MaxRecordsPerEntry
+	var futures []raft.ApplyFuture
+	for start := 0; start < len(records); start += per {
+		end := min(start+per, len(records))
+		data, err := rl.EncodeBatch(records[start:end])
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode: %w", err)
+		}
+		futures = append(futures, c.cfg.Log.Apply(data, c.cfg.ApplyTimeout))
+	}
+	indexes := make([]uint64, len(futures))
+	var rejected []globalRejection
+	var firstErr error
+	for i, f := range futures {
+		if err := f.Error(); err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%w: %v", errLeadershipLost, err)
+			}
+			continue
+		}
+		indexes[i] = f.Index()
+		switch res := f.Response().(type) {
+		case *fsm.ApplyResult:
+			for _, r := range res.Rejected {
+				rejected = append(rejected, globalRejection{offset: i*per + r.Record, err: r.Err})
+			}
+		case error:
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%w: %v", errLeadershipLost, res)
+			}
+		}
+	}
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	return indexes, rejected, nil
+}
+
+// send materializes the plan from the committed image and hands each
+// broker its requests.
+func (c *Controller) send(p *plan, a *activation, offset uint64) {
+	hdr := Header{ControllerID: c.cfg.NodeID, ControllerEpoch: a.epoch, MetadataOffset: offset}
+	var reqs []Requests
+	c.cfg.FSM.View(func(im *fsm.Image) { reqs = p.materialize(im, hdr) })
+	for _, r := range reqs {
+		c.cfg.Sender.Send(r)
+	}
+}

@@ -1,0 +1,347 @@
+package controller
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// partRef names a partition in a plan. The name travels with the id so a
+// StopReplica can still name a topic that the same batch removed.
+type partRef struct {
+	id   rl.TopicID
+	name string
+	part int32
+}
+
+func lessRef(a, b partRef) bool {
+	if c := bytes.Compare(a.id[:], b.id[:]); c != 0 {
+		return c < 0
+	}
+	return a.part < b.part
+}
+
+type stopEntry struct {
+	delete      bool
+	leaderEpoch int32
+}
+
+// plan records which control requests a round of events calls for: which
+// partitions go to which broker in which kind of request. It holds no
+// partition contents: those are read from the committed image once the
+// round's records commit, so a request can only ever carry committed state.
+type plan struct {
+	lai  map[int32]map[partRef]bool // broker -> partition -> isNew
+	stop map[int32]map[partRef]stopEntry
+	// um holds partitions every live broker gets in UpdateMetadata.
+	um map[partRef]struct{}
+	// umAll sends UpdateMetadata to every live broker even with no
+	// partitions: the broker list itself changed.
+	umAll bool
+	// umTo adds brokers that get UpdateMetadata whatever else happens.
+	umTo map[int32]struct{}
+	// catchUp asks for every partition changed after the given offset to
+	// be sent to the broker.
+	catchUp map[int32]uint64
+}
+
+func newPlan() *plan {
+	return &plan{
+		lai:     map[int32]map[partRef]bool{},
+		stop:    map[int32]map[partRef]stopEntry{},
+		um:      map[partRef]struct{}{},
+		umTo:    map[int32]struct{}{},
+		catchUp: map[int32]uint64{},
+	}
+}
+
+func (p *plan) empty() bool {
+	return len(p.lai) == 0 && len(p.stop) == 0 && len(p.um) == 0 && !p.umAll && len(p.umTo) == 0 && len(p.catchUp) == 0
+}
+
+// leaderAndIsr sends a LeaderAndIsr for the partition to each broker, and,
+// as every LeaderAndIsr does, the partition to all live brokers in
+// UpdateMetadata.
+func (p *plan) leaderAndIsr(ref partRef, brokers []int32, isNew bool) {
+	for _, b := range brokers {
+		m := p.lai[b]
+		if m == nil {
+			m = map[partRef]bool{}
+			p.lai[b] = m
+		}
+		m[ref] = m[ref] || isNew
+	}
+	p.um[ref] = struct{}{}
+}
+
+// updateMetadata sends the partition to all live brokers.
+func (p *plan) updateMetadata(ref partRef) { p.um[ref] = struct{}{} }
+
+func (p *plan) stopReplica(ref partRef, broker int32, del bool, leaderEpoch int32) {
+	m := p.stop[broker]
+	if m == nil {
+		m = map[partRef]stopEntry{}
+		p.stop[broker] = m
+	}
+	e := m[ref]
+	m[ref] = stopEntry{delete: e.delete || del, leaderEpoch: leaderEpoch}
+}
+
+func (p *plan) merge(o *plan) {
+	for b, m := range o.lai {
+		for ref, isNew := range m {
+			p.leaderAndIsr(ref, []int32{b}, isNew)
+		}
+	}
+	for b, m := range o.stop {
+		for ref, e := range m {
+			p.stopReplica(ref, b, e.delete, e.leaderEpoch)
+		}
+	}
+	for ref := range o.um {
+		p.um[ref] = struct{}{}
+	}
+	p.umAll = p.umAll || o.umAll
+	for b := range o.umTo {
+		p.umTo[b] = struct{}{}
+	}
+	for b, off := range o.catchUp {
+		if cur, ok := p.catchUp[b]; !ok || off < cur {
+			p.catchUp[b] = off
+		}
+	}
+}
+
+func sortedRefs[V any](m map[partRef]V) []partRef {
+	out := make([]partRef, 0, len(m))
+	for r := range m {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return lessRef(out[i], out[j]) })
+	return out
+}
+
+func partitionState(im fsm.Reader, ref partRef) (PartitionState, bool) {
+	p := im.Partition(ref.id, ref.part)
+	if p == nil {
+		return PartitionState{}, false
+	}
+	ps := PartitionState{
+		Topic: ref.name, TopicID: ref.id, Partition: ref.part,
+		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR, PartitionEpoch: p.PartitionEpoch,
+		Replicas: p.Replicas,
+	}
+	if t := im.Topic(ref.id); t != nil {
+		if ra, ok := t.Reassignments[ref.part]; ok {
+			ps.Adding, ps.Removing = ra.Adding, ra.Removing
+		}
+	}
+	return ps, true
+}
+
+func liveBrokers(im fsm.Reader) []LiveBroker {
+	var out []LiveBroker
+	for _, b := range im.Brokers() {
+		if b.Live() {
+			out = append(out, liveBroker(b))
+		}
+	}
+	return out
+}
+
+func liveBroker(b *fsm.Broker) LiveBroker {
+	return LiveBroker{ID: b.ID, Epoch: b.Epoch, Rack: b.Rack, Endpoints: b.Endpoints, Fenced: b.Fenced}
+}
+
+// materialize turns a plan into requests, reading partition contents from
+// the committed image at offset. Brokers are visited in id order and
+// partitions in (topic id, partition) order, so the same plan over the same
+// image gives the same requests.
+func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
+	live := liveBrokers(im)
+	byID := map[int32]*LiveBroker{}
+	for i := range live {
+		byID[live[i].ID] = &live[i]
+	}
+	out := map[int32]*Requests{}
+	get := func(b int32) *Requests {
+		r := out[b]
+		if r == nil {
+			r = &Requests{Broker: b}
+			out[b] = r
+		}
+		return r
+	}
+	header := func(b int32) Header {
+		h := hdr
+		if br := im.Broker(b); br != nil {
+			h.BrokerEpoch = br.Epoch
+		}
+		return h
+	}
+
+	for b, m := range p.lai {
+		if byID[b] == nil {
+			continue // fenced or gone since: it will catch up when it returns
+		}
+		req := &LeaderAndIsr{Header: header(b)}
+		leaders := map[int32]bool{}
+		for _, ref := range sortedRefs(m) {
+			ps, ok := partitionState(im, ref)
+			if !ok {
+				continue
+			}
+			ps.IsNew = m[ref]
+			req.Partitions = append(req.Partitions, ps)
+			if l := byID[ps.Leader]; l != nil && !leaders[ps.Leader] {
+				leaders[ps.Leader] = true
+				req.Leaders = append(req.Leaders, *l)
+			}
+		}
+		sort.Slice(req.Leaders, func(i, j int) bool { return req.Leaders[i].ID < req.Leaders[j].ID })
+		if len(req.Partitions) > 0 {
+			get(b).LeaderAndIsr = req
+		}
+	}
+
+	var shared []PartitionState
+	for _, ref := range sortedRefs(p.um) {
+		if ps, ok := partitionState(im, ref); ok {
+			shared = append(shared, ps)
+		}
+	}
+	umTargets := map[int32]bool{}
+	if len(p.um) > 0 || p.umAll {
+		for _, l := range live {
+			umTargets[l.ID] = true
+		}
+	}
+	for b := range p.umTo {
+		if byID[b] != nil {
+			umTargets[b] = true
+		}
+	}
+	for b := range p.catchUp {
+		if byID[b] != nil {
+			umTargets[b] = true
+		}
+	}
+	for b := range umTargets {
+		parts := shared
+		if from, ok := p.catchUp[b]; ok {
+			parts = catchUpPartitions(im, b, from, get, header(b), byID)
+			parts = mergeStates(shared, parts)
+		}
+		get(b).UpdateMetadata = &UpdateMetadata{Header: header(b), Partitions: parts, LiveBrokers: live}
+	}
+
+	for b, m := range p.stop {
+		req := &StopReplica{Header: header(b)}
+		for _, ref := range sortedRefs(m) {
+			e := m[ref]
+			req.Partitions = append(req.Partitions, StopPartition{Topic: ref.name, TopicID: ref.id, Partition: ref.part, LeaderEpoch: e.leaderEpoch, Delete: e.delete})
+		}
+		get(b).StopReplica = req
+	}
+
+	ids := make([]int32, 0, len(out))
+	for b := range out {
+		ids = append(ids, b)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	reqs := make([]Requests, 0, len(ids))
+	for _, b := range ids {
+		reqs = append(reqs, *out[b])
+	}
+	return reqs
+}
+
+// catchUpPartitions collects the partitions changed after offset `from` for
+// a broker that reported it had applied only that far, and adds a
+// LeaderAndIsr for those it hosts.
+func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32) *Requests, hdr Header, byID map[int32]*LiveBroker) []PartitionState {
+	var parts []PartitionState
+	var lai []PartitionState
+	im.ForEachTopic(func(t *fsm.Topic) bool {
+		n := im.PartitionCount(t.ID)
+		for i := int32(0); i < n; i++ {
+			p := im.Partition(t.ID, i)
+			if p == nil || p.ChangedAt <= from {
+				continue
+			}
+			ps, _ := partitionState(im, partRef{id: t.ID, name: t.Name, part: i})
+			parts = append(parts, ps)
+			for _, r := range p.Replicas {
+				if r == broker {
+					lai = append(lai, ps)
+				}
+			}
+		}
+		return true
+	})
+	sortStates(parts)
+	if len(lai) > 0 {
+		sortStates(lai)
+		req := get(broker)
+		if req.LeaderAndIsr == nil {
+			req.LeaderAndIsr = &LeaderAndIsr{Header: hdr}
+		}
+		req.LeaderAndIsr.Partitions = mergeStates(req.LeaderAndIsr.Partitions, lai)
+		seen := map[int32]bool{}
+		req.LeaderAndIsr.Leaders = req.LeaderAndIsr.Leaders[:0]
+		for _, ps := range req.LeaderAndIsr.Partitions {
+			if l := byID[ps.Leader]; l != nil && !seen[ps.Leader] {
+				seen[ps.Leader] = true
+				req.LeaderAndIsr.Leaders = append(req.LeaderAndIsr.Leaders, *l)
+			}
+		}
+		sort.Slice(req.LeaderAndIsr.Leaders, func(i, j int) bool { return req.LeaderAndIsr.Leaders[i].ID < req.LeaderAndIsr.Leaders[j].ID })
+	}
+	return parts
+}
+
+func sortStates(s []PartitionState) {
+	sort.Slice(s, func(i, j int) bool {
+		return lessRef(partRef{id: s[i].TopicID, part: s[i].Partition}, partRef{id: s[j].TopicID, part: s[j].Partition})
+	})
+}
+
+// mergeStates merges two sorted lists, dropping duplicates.
+func mergeStates(a, b []PartitionState) []PartitionState {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	out := make([]PartitionState, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j >= len(b):
+			out = append(out, a[i])
+			i++
+		case i >= len(a):
+			out = append(out, b[j])
+			j++
+		default:
+			ra := partRef{id: a[i].TopicID, part: a[i].Partition}
+			rb := partRef{id: b[j].TopicID, part: b[j].Partition}
+			switch {
+			case lessRef(ra, rb):
+				out = append(out, a[i])
+				i++
+			case lessRef(rb, ra):
+				out = append(out, b[j])
+				j++
+			default:
+				out = append(out, a[i])
+				i++
+				j++
+			}
+		}
+	}
+	return out
+}

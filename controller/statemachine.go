@@ -1,0 +1,291 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// replica names one replica: a partition and a broker.
+type replica struct {
+	ref    partRef
+	broker int32
+}
+
+// stage applies records to the event's Txn one by one. A failure leaves
+// the event's Txn half-staged: the event must then fail, and the loop
+// drops its Txn whole.
+func (ec *eventCtx) stageEach(records ...rl.Record) error {
+	for _, r := range records {
+		if err := ec.txn.Stage(r); err != nil {
+			return fmt.Errorf("staging %s: %w", r.Type(), err)
+		}
+	}
+	return nil
+}
+
+// liveSet returns the brokers that are registered and unfenced in the
+// event's view, and those of them in controlled shutdown.
+func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
+	var l, s []int32
+	for _, b := range ec.img().Brokers() {
+		if b.Live() {
+			l = append(l, b.ID)
+			if b.ShuttingDown {
+				s = append(s, b.ID)
+			}
+		}
+	}
+	return NewBrokerSet(l...), NewBrokerSet(s...)
+}
+
+// handleReplicaStateChanges moves replicas to target following DESIGN §4:
+// replicas are grouped by broker, each transition is checked against the
+// table (a replica with no recorded state counts as NonExistentReplica),
+// every invalid one is logged once and skipped, the valid ones are staged
+// as one record per topic, and their effects are planned. It returns the
+// replicas that moved.
+func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.ReplicaState) ([]replica, error) {
+	sort.Slice(replicas, func(i, j int) bool {
+		if replicas[i].broker != replicas[j].broker {
+			return replicas[i].broker < replicas[j].broker
+		}
+		return lessRef(replicas[i].ref, replicas[j].ref)
+	})
+	im := ec.img()
+	var valid []replica
+	for _, r := range replicas {
+		p := im.Partition(r.ref.id, r.ref.part)
+		from := rl.NonExistentReplica
+		if p != nil {
+			from = p.ReplicaState(r.broker)
+		}
+		switch {
+		case p == nil:
+			ec.log.Error("invalid replica state change: no such partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+		case !fsm.ValidReplicaTransition(from, target):
+			ec.log.Error("invalid replica state change", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "from", from.String(), "target", target.String())
+		case target == rl.NewReplica && p.Leader == r.broker:
+			ec.log.Error("invalid replica state change: the replica leads its partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+		case indexOf(p.Replicas, r.broker) < 0:
+			ec.log.Error("invalid replica state change: broker not in the assignment", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+		default:
+			valid = append(valid, r)
+			if target == rl.OfflineReplica {
+				if err := ec.offlineReplicaEffect(r); err != nil {
+					return nil, err
+				}
+			} else {
+				ec.replicaEffect(r, from, target, p)
+			}
+		}
+	}
+	if err := ec.stageReplicaStates(valid, target); err != nil {
+		return nil, err
+	}
+	return valid, nil
+}
+
+// stageReplicaStates stages one ReplicaStateChange per topic.
+func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaState) error {
+	byTopic := map[rl.TopicID][]rl.ReplicaRef{}
+	var order []rl.TopicID
+	for _, r := range replicas {
+		if _, ok := byTopic[r.ref.id]; !ok {
+			order = append(order, r.ref.id)
+		}
+		byTopic[r.ref.id] = append(byTopic[r.ref.id], rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker})
+	}
+	sort.Slice(order, func(i, j int) bool { return lessRef(partRef{id: order[i]}, partRef{id: order[j]}) })
+	for _, id := range order {
+		if err := ec.stageEach(&rl.ReplicaStateChange{TopicID: id, State: target, Replicas: byTopic[id]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replicaEffect plans what a committed transition sends (DESIGN §4).
+func (ec *eventCtx) replicaEffect(r replica, from, target rl.ReplicaState, p *fsm.Partition) {
+	switch target {
+	case rl.NewReplica:
+		if p.Leader != rl.NoLeader {
+			ec.plan.leaderAndIsr(r.ref, []int32{r.broker}, true)
+		}
+	case rl.OnlineReplica:
+		if from != rl.NewReplica {
+			ec.plan.leaderAndIsr(r.ref, []int32{r.broker}, false)
+		}
+	case rl.ReplicaDeletionStarted:
+		ec.plan.stopReplica(r.ref, r.broker, true, p.LeaderEpoch)
+	}
+}
+
+// offlineReplicaEffect stages and plans the OfflineReplica effect: stop
+// the replica, take it out of the ISR (and out of the lead, if it led,
+// leaving the partition for an election), tell the remaining replicas.
+// The ISR never empties: a last member going offline stays in it with no
+// leader, so it can lead again without data loss when it returns.
+func (ec *eventCtx) offlineReplicaEffect(r replica) error {
+	p := ec.img().Partition(r.ref.id, r.ref.part)
+	ec.plan.stopReplica(r.ref, r.broker, false, p.LeaderEpoch)
+	isr := ShrinkISR(p.ISR, NewBrokerSet(r.broker))
+	leader := p.Leader
+	if leader == r.broker {
+		leader = rl.NoLeader
+	}
+	if leader != p.Leader || !sameInts(isr, p.ISR) {
+		if err := ec.stageEach(&rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
+			Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr}); err != nil {
+			return err
+		}
+	}
+	if leader != rl.NoLeader {
+		live, _ := ec.liveSet()
+		var rest []int32
+		for _, b := range p.Replicas {
+			if b != r.broker && live.Has(b) {
+				rest = append(rest, b)
+			}
+		}
+		ec.plan.leaderAndIsr(r.ref, rest, false)
+	} else {
+		ec.plan.updateMetadata(r.ref)
+	}
+	return nil
+}
+
+// handlePartitionStateChanges moves partitions to target following
+// DESIGN §5; OnlinePartition runs the named election strategy for
+// partitions that are not new. It returns per-partition election errors
+// (a partition whose election failed stays where it was, except for the
+// last-ISR case of the Offline strategy, which commits leader -1).
+func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.PartitionState, strategy Strategy, unclean func(partRef) bool) (map[partRef]error, error) {
+	sort.Slice(refs, func(i, j int) bool { return lessRef(refs[i], refs[j]) })
+	failed := map[partRef]error{}
+	byTopic := map[rl.TopicID][]int32{}
+	var order []rl.TopicID
+	add := func(ref partRef) {
+		if _, ok := byTopic[ref.id]; !ok {
+			order = append(order, ref.id)
+		}
+		byTopic[ref.id] = append(byTopic[ref.id], ref.part)
+	}
+	var offline []partRef
+	live, shutting := ec.liveSet()
+	for _, ref := range refs {
+		p := ec.img().Partition(ref.id, ref.part)
+		if p == nil {
+			ec.log.Error("invalid partition state change: no such partition", "topic", ref.name, "partition", ref.part, "target", target.String())
+			failed[ref] = kafkaErr(kerrUnknownTopicOrPartition, "%s-%d", ref.name, ref.part)
+			continue
+		}
+		if !fsm.ValidPartitionTransition(p.State, target) {
+			ec.log.Error("invalid partition state change", "topic", ref.name, "partition", ref.part, "from", p.State.String(), "target", target.String())
+			failed[ref] = fmt.Errorf("invalid partition state change %s -> %s", p.State, target)
+			continue
+		}
+		if target != rl.OnlinePartition {
+			add(ref)
+			continue
+		}
+		el, err := ec.elect(ref, p, strategy, live, shutting, unclean != nil && unclean(ref))
+		if err != nil {
+			failed[ref] = err
+			if el.Leader == rl.NoLeader && p.Leader != rl.NoLeader && strategy != PreferredElection && strategy != ReassignedElection {
+				// The leader is gone and nobody clean can take over:
+				// commit leader -1, keep the ISR, go offline.
+				if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+					Set: rl.ChangeLeader | rl.ChangeISR, Leader: rl.NoLeader, ISR: el.ISR}); err != nil {
+					return nil, err
+				}
+				ec.plan.updateMetadata(ref)
+			}
+			if p.State != rl.OfflinePartition && (ec.img().Partition(ref.id, ref.part).Leader == rl.NoLeader) {
+				offline = append(offline, ref)
+			}
+			continue
+		}
+		if el.Leader != p.Leader || !sameInts(el.ISR, p.ISR) {
+			if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+				Set: rl.ChangeLeader | rl.ChangeISR, Leader: el.Leader, ISR: el.ISR}); err != nil {
+				return nil, err
+			}
+		}
+		if el.Unclean {
+			ec.log.Warn("unclean leader election", "topic", ref.name, "partition", ref.part, "leader", el.Leader)
+		}
+		ec.plan.leaderAndIsr(ref, el.Receivers, p.State == rl.NewPartition)
+		add(ref)
+	}
+	for _, id := range order {
+		if err := ec.stageEach(&rl.PartitionStateChange{TopicID: id, State: target, Partitions: byTopic[id]}); err != nil {
+			return nil, err
+		}
+	}
+	if len(offline) > 0 {
+		if _, err := ec.handlePartitionStateChanges(offline, rl.OfflinePartition, 0, nil); err != nil {
+			return nil, err
+		}
+	}
+	return failed, nil
+}
+
+// elect picks the leader and ISR of a partition going online: a new
+// partition takes its first live replica and all live replicas as ISR;
+// any other runs the strategy.
+func (ec *eventCtx) elect(ref partRef, p *fsm.Partition, strategy Strategy, live, shutting BrokerSet, unclean bool) (Election, error) {
+	if p.State == rl.NewPartition {
+		var isr []int32
+		for _, b := range p.Replicas {
+			if live.Has(b) {
+				isr = append(isr, b)
+			}
+		}
+		if len(isr) == 0 {
+			return Election{Leader: rl.NoLeader}, kafkaErr(kerrEligibleLeadersNotAvailable, "no live replica among %v", p.Replicas)
+		}
+		return Election{Leader: isr[0], ISR: isr, Receivers: isr}, nil
+	}
+	view := PartitionView{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader}
+	if t := ec.img().Topic(ref.id); t != nil {
+		if ra, ok := t.Reassignments[ref.part]; ok {
+			view.Target = targetReplicas(p.Replicas, ra)
+		}
+	}
+	return Elect(strategy, ElectionInput{Partition: view, Live: live, ShuttingDown: shutting, Unclean: unclean})
+}
+
+// targetReplicas is the assignment a reassignment ends with.
+func targetReplicas(replicas []int32, ra fsm.Reassignment) []int32 {
+	var out []int32
+	for _, b := range replicas {
+		if indexOf(ra.Removing, b) < 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func sameInts(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func indexOf(s []int32, v int32) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"hash/fnv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// CreateTopic is one topic of a CreateTopics request. NumPartitions and
+// ReplicationFactor of -1 take the defaults; with an explicit Assignment
+// both must be -1.
+type CreateTopic struct {
+	Name              string
+	NumPartitions     int32
+	ReplicationFactor int16
+	// Assignment, if given, lists partition i's replicas at index i.
+	Assignment [][]int32
+	Configs    []rl.ConfigEntry
+}
+
+// CreateTopicResult is the outcome for one topic.
+type CreateTopicResult struct {
+	Name              string
+	TopicID           rl.TopicID
+	NumPartitions     int32
+	ReplicationFactor int16
+	Configs           []rl.ConfigEntry
+	Err               error
+}
+
+const (
+	defaultPartitions        = 1
+	defaultReplicationFactor = 1
+	maxTopicNameLength       = 249
+)
+
+// CreateTopics creates topics, each as its own event: one bad topic fails
+// alone. With validateOnly nothing is committed, but every check runs.
+func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, validateOnly bool) []CreateTopicResult {
+	out := make([]CreateTopicResult, len(topics))
+	seen := map[string]int{}
+	for i, t := range topics {
+		seen[t.Name]++
+		out[i].Name = t.Name
+	}
+	calls := make([]call, len(topics))
+	for i, t := range topics {
+		if seen[t.Name] > 1 {
+			out[i].Err = kafkaErr(kerr.InvalidRequest, "topic %q appears more than once in the request", t.Name)
+			continue
+		}
+		t := t
+		calls[i] = c.enqueue(ctx, "create-topic", func(ec *eventCtx) (any, error) {
+			return ec.createTopic(t, validateOnly)
+		}, nil)
+	}
+	for i := range topics {
+		if out[i].Err != nil {
+			continue
+		}
+		v, _, err := calls[i].wait(ctx)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i] = v.(CreateTopicResult)
+	}
+	return out
+}
+
+// ValidTopicName returns an INVALID_TOPIC_EXCEPTION error for a name Kafka
+// would refuse.
+func ValidTopicName(name string) error {
+	switch {
+	case name == "":
+		return kafkaErr(kerr.InvalidTopicException, "topic name is empty")
+	case name == "." || name == "..":
+		return kafkaErr(kerr.InvalidTopicException, "topic name %q is not allowed", name)
+	case len(name) > maxTopicNameLength:
+		return kafkaErr(kerr.InvalidTopicException, "topic name is %d characters long, the limit is %d", len(name), maxTopicNameLength)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return kafkaErr(kerr.InvalidTopicException, "topic name %q contains %q: only ASCII letters, digits, '.', '_' and '-' are allowed", name, r)
+		}
+	}
+	return nil
+}
+
+func (ec *eventCtx) brokerInfos(liveOnly bool) []BrokerInfo {
+	var out []BrokerInfo
+	for _, b := range ec.img().Brokers() {
+		if liveOnly && (!b.Live() || b.ShuttingDown) {
+			continue
+		}
+		out = append(out, BrokerInfo{ID: b.ID, Rack: b.Rack})
+	}
+	return out
+}
+
+func startIndex(name string) int {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() & 0x7fffffff)
+}
+
+func (ec *eventCtx) createTopic(t CreateTopic, validateOnly bool) (any, error) {
+	if err := ValidTopicName(t.Name); err != nil {
+		return nil, err
+	}
+	if ec.img().TopicByName(t.Name) != nil {
+		return nil, kafkaErr(kerr.TopicAlreadyExists, "topic %q already exists", t.Name)
+	}
+	configs, err := validateConfigs(t.Configs)
+	if err != nil {
+		return nil, err
+	}
+	assignment, err := ec.newAssignment(t.Name, t.NumPartitions, t.ReplicationFactor, t.Assignment, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	res := CreateTopicResult{Name: t.Name, NumPartitions: int32(len(assignment)), ReplicationFactor: int16(len(assignment[0])), Configs: configs}
+	if validateOnly {
+		return res, nil
+	}
+	if _, err := rand.Read(res.TopicID[:]); err != nil {
+		return nil, kafkaErr(kerr.UnknownServerError, "topic id: %v", err)
+	}
+	if err := ec.stageEach(&rl.Topic{TopicID: res.TopicID, Name: t.Name, Configs: configs}); err != nil {
+		return nil, err
+	}
+	if err := ec.addPartitions(res.TopicID, t.Name, 0, assignment); err != nil {
+		return nil, err
+	}
+	ec.log.Info("topic created", "topic", t.Name, "id", res.TopicID.String(), "partitions", res.NumPartitions, "replication_factor", res.ReplicationFactor)
+	return res, nil
+}
+
+// newAssignment validates an explicit assignment or computes one.
+func (ec *eventCtx) newAssignment(name string, partitions int32, rf int16, explicit [][]int32, first int32, wantRF int16) ([][]int32, error) {
+	if len(explicit) > 0 {
+		if first == 0 && (partitions != -1 || rf != -1) {
+			return nil, kafkaErr(kerr.InvalidRequest, "with a replica assignment, the number of partitions and the replication factor must be -1")
+		}
+		pa := make([]PartitionAssignment, len(explicit))
+		for i, reps := range explicit {
+			pa[i] = PartitionAssignment{Partition: first + int32(i), Replicas: reps}
+		}
+		var ids []int32
+		for _, b := range ec.img().Brokers() {
+			ids = append(ids, b.ID)
+		}
+		if err := ValidateAssignment(pa, AssignmentRules{FirstPartitionID: first, ReplicationFactor: wantRF, Brokers: NewBrokerSet(ids...)}); err != nil {
+			return nil, kafkaErr(kerr.InvalidReplicaAssignment, "%v", err)
+		}
+		return explicit, nil
+	}
+	if partitions == -1 {
+		partitions = defaultPartitions
+	}
+	if rf == -1 {
+		rf = defaultReplicationFactor
+	}
+	if partitions <= 0 {
+		return nil, kafkaErr(kerr.InvalidPartitions, "number of partitions must be larger than 0, got %d", partitions)
+	}
+	if rf <= 0 {
+		return nil, kafkaErr(kerr.InvalidReplicationFactor, "replication factor must be larger than 0, got %d", rf)
+	}
+	brokers := ec.brokerInfos(true)
+	if int(rf) > len(brokers) {
+		return nil, kafkaErr(kerr.InvalidReplicationFactor, "replication factor %d is larger than the %d available brokers", rf, len(brokers))
+	}
+	a, err := AssignReplicas(brokers, partitions, rf, startIndex(name)+int(first), first)
+	switch {
+	case errors.Is(err, ErrInvalidPartitions):
+		return nil, kafkaErr(kerr.InvalidPartitions, "%v", err)
+	case errors.Is(err, ErrInvalidReplicationFactor):
+		return nil, kafkaErr(kerr.InvalidReplicationFactor, "%v", err)
+	case err != nil:
+		return nil, kafkaErr(kerr.UnknownServerError, "%v", err)
+	}
+	return a, nil
+}
+
+// addPartitions stages new partitions numbered from first and brings them
+// online: NewPartition with NewReplica replicas, OnlinePartition (first
+// live replica leads, live replicas form the ISR), then the live replicas
+// OnlineReplica. Only the election sends anything: LeaderAndIsr to the
+// replicas and UpdateMetadata to every live broker.
+func (ec *eventCtx) addPartitions(id rl.TopicID, name string, first int32, assignment [][]int32) error {
+	var refs []partRef
+	var reps []replica
+	for i, r := range assignment {
+		p := first + int32(i)
+		if err := ec.stageEach(&rl.Partition{TopicID: id, Partition: p, Replicas: r}); err != nil {
+			return err
+		}
+		ref := partRef{id: id, name: name, part: p}
+		refs = append(refs, ref)
+		for _, b := range r {
+			reps = append(reps, replica{ref: ref, broker: b})
+		}
+	}
+	if _, err := ec.handleReplicaStateChanges(reps, rl.NewReplica); err != nil {
+		return err
+	}
+	failed, err := ec.handlePartitionStateChanges(refs, rl.OnlinePartition, OfflineElection, nil)
+	if err != nil {
+		return err
+	}
+	for ref, e := range failed {
+		ec.log.Warn("new partition has no live replica: left offline", "topic", ref.name, "partition", ref.part, "error", e)
+	}
+	live, _ := ec.liveSet()
+	var online []replica
+	for _, r := range reps {
+		if live.Has(r.broker) {
+			online = append(online, r)
+		}
+	}
+	_, err = ec.handleReplicaStateChanges(online, rl.OnlineReplica)
+	return err
+}
