@@ -122,17 +122,12 @@ func (c *Controller) activate(a *activation) error {
 	return nil
 }
 
-// resumeEvent finishes what the log shows in progress: replicas of fenced
-// brokers not yet offline (a fence whose effects were split over entries
-// and cut short by a failover), and hooks for deletions and reassignments.
+// resumeEvent finishes what the log shows in progress (see reconcile) and
+// then runs the resumers of multi-step work such as deletions.
 func (c *Controller) resumeEvent() *event {
 	return &event{name: "resume", done: make(chan eventResult, 1), compute: func(ec *eventCtx) (any, error) {
-		for _, b := range ec.img().Brokers() {
-			if b.Fenced {
-				if err := ec.offlineBrokerReplicas(b.ID); err != nil {
-					return nil, err
-				}
-			}
+		if err := ec.reconcile(); err != nil {
+			return nil, err
 		}
 		for _, r := range c.resumers {
 			if err := r(ec); err != nil {
