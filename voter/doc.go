@@ -1,0 +1,49 @@
+// Package voter runs one controller voter: a hashicorp/raft node whose log
+// and stable state live in a bolt file (raftlog.OpenStores), whose snapshots
+// live in files next to it, and whose peers are reached over the TCP stream
+// layer of package transport.
+//
+// # What a voter is
+//
+// Every controller replica is a voter. All voters apply the same committed
+// log entries, in the same order, to their own FSM (package fsm), so every
+// voter holds the same metadata image. Exactly one voter at a time is the
+// raft leader; the node that embeds the voter runs the active controller
+// only while LeaderEvents says it leads, and writes every decision through
+// Apply before acting on it. A decision that is not committed did not
+// happen: a new leader never has to reconstruct in-flight transitions of its
+// predecessor, and failover cost does not depend on how much metadata there
+// is.
+//
+// # Lifecycle
+//
+// Start opens the stores, the transport and raft. On a data directory with
+// no raft state it bootstraps the cluster from Config.Peers, the full list
+// of voters including this one. Every voter of a new cluster is started with
+// the same Peers, which is safe: they all write the same configuration as
+// entry 1. On a directory that already holds state, Peers is ignored and the
+// voter resumes from its log and latest snapshot; membership is whatever the
+// log says, so a restarted node cannot silently redefine the cluster. A
+// voter started with no state and no Peers waits to be added by the leader.
+//
+// Shutdown stops raft, then the transport, then closes the bolt file. It is
+// not graceful for the cluster: a leader that shuts down leaves the others to
+// notice through election timeouts. For a planned stop call
+// TransferLeadership first, which hands leadership to an up-to-date follower
+// and so avoids the election gap.
+//
+// # Leadership notifications
+//
+// Raft reports leadership changes on Config.NotifyCh and blocks its own main
+// loop while nobody receives from it. The voter therefore drains that channel
+// itself, at all times, and republishes the latest value on LeaderEvents,
+// a channel holding at most one pending value. A slow consumer loses
+// intermediate values but always sees the current one, and raft never waits
+// for the controller.
+//
+// # Timeouts
+//
+// The defaults suit a LAN: 1 s heartbeat and election timeouts, as in
+// hashicorp/raft. Tests on loopback pass FastTimeouts to make elections
+// take tens of milliseconds.
+package voter
