@@ -160,7 +160,12 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 	})
 	rest := batch[len(spans):]
 
+	proposeStart := time.Now()
 	indexes, rejected, err := c.propose(records)
+	if len(records) > 0 {
+		c.log.Debug("round committed", "events", len(spans), "records", len(records), "entries", len(indexes),
+			"compute", proposeStart.Sub(now).String(), "commit", time.Since(proposeStart).String())
+	}
 	if err != nil {
 		for i, sp := range spans {
 			if sp.ok {

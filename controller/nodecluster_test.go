@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +69,9 @@ func (c *nodeCluster) start(i int, stream *transport.StreamLayer) {
 		}
 	}
 	level := hclog.Warn
+	if os.Getenv("CQ_DEBUG") != "" {
+		level = hclog.Debug
+	}
 	if testing.Verbose() {
 		level = hclog.Info
 	}

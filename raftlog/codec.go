@@ -71,7 +71,13 @@ func AppendRecord(dst []byte, r Record) ([]byte, error) {
 	pe := encPool.Get().(*pooledEncoder)
 	defer encPool.Put(pe)
 	pe.buf.Reset()
-	if err := pe.enc.Encode(r); err != nil {
+	var err error
+	if ce, ok := r.(msgpack.CustomEncoder); ok {
+		err = ce.EncodeMsgpack(pe.enc)
+	} else {
+		err = pe.enc.Encode(r)
+	}
+	if err != nil {
 		return dst, fmt.Errorf("encode %s: %w", t, err)
 	}
 	dst = append(dst, byte(t), v)
@@ -105,24 +111,44 @@ func decodeRecord(b []byte) (Record, *DecodeError) {
 		}
 		return nil, &DecodeError{Type: t, Version: v, Err: fmt.Errorf("%w (have %d, know up to %d)", err, v, known)}
 	}
-	if err := CheckMsgpack(b[2:], 1); err != nil {
-		return nil, &DecodeError{Type: t, Version: v, Err: fmt.Errorf("body: %w", err)}
-	}
 	r := newRecord(t)
-	rd := bytes.NewReader(b[2:])
-	dec := msgpack.GetDecoder()
-	defer msgpack.PutDecoder(dec)
-	dec.Reset(rd)
-	if err := dec.Decode(r); err != nil {
-		return nil, &DecodeError{Type: t, Version: v, Err: fmt.Errorf("body: %w", err)}
-	}
-	if rd.Len() != 0 {
-		return nil, &DecodeError{Type: t, Version: v, Err: fmt.Errorf("%d trailing bytes after body", rd.Len())}
+	if err := decodeBody(r, b[2:]); err != nil {
+		return nil, &DecodeError{Type: t, Version: v, Err: err}
 	}
 	if err := validate(r); err != nil {
 		return nil, &DecodeError{Type: t, Version: v, Err: err}
 	}
 	return r, nil
+}
+
+// decodeBody decodes a record's msgpack body, which must be all of b.
+func decodeBody(r Record, b []byte) error {
+	if fd, ok := r.(fastDecoder); ok {
+		mr := &mpReader{b: b}
+		if err := fd.decodeFast(mr); err != nil {
+			return fmt.Errorf("body: %w", err)
+		}
+		if mr.pos != len(b) {
+			return fmt.Errorf("%d trailing bytes after body", len(b)-mr.pos)
+		}
+		return nil
+	}
+	// msgpack.Decoder allocates declared lengths up front: bound them by
+	// the input first (mpReader needs no such check, it reads in place).
+	if err := CheckMsgpack(b, 1); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	rd := bytes.NewReader(b)
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(rd)
+	if err := dec.Decode(r); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	if rd.Len() != 0 {
+		return fmt.Errorf("%d trailing bytes after body", rd.Len())
+	}
+	return nil
 }
 
 // validate checks the few invariants a record must hold to be meaningful at

@@ -1,0 +1,253 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// The benchmarks run three voters in this process over loopback TCP with
+// bolt files, so the voters and the benchmark share the machine's cores.
+// Each reports the raw raft floor (one small entry, sequential) measured
+// on the same cluster for comparison.
+
+func benchCluster(b *testing.B, brokers int32, maxRecords int) (*nodeCluster, map[int32]*simBroker) {
+	c := newNodeCluster(b, 3, 3*time.Second, func(cc *Config) {
+		if maxRecords > 0 {
+			cc.MaxRecordsPerEntry = maxRecords
+		}
+	})
+	c.active(20 * time.Second)
+	sims := map[int32]*simBroker{}
+	for id := int32(1); id <= brokers; id++ {
+		sims[id] = c.startBroker(id, 1)
+	}
+	waitFor(b, 20*time.Second, "brokers unfenced", func() bool {
+		i, _ := c.active(time.Second)
+		for id := int32(1); id <= brokers; id++ {
+			if c.brokerFenced(i, id) {
+				return false
+			}
+		}
+		return true
+	})
+	return c, sims
+}
+
+// rawRaftFloor measures sequential raft.Apply of a 100-byte entry through
+// the active voter: the cost of one commit with nothing of ours in it. The
+// entry is a valid empty batch padded so the FSM accepts it.
+func rawRaftFloor(b *testing.B, c *nodeCluster, n int) time.Duration {
+	_, node := c.active(time.Second)
+	data, _ := rl.EncodeBatch([]rl.Record{&rl.TopicConfig{TopicID: rl.TopicID{0xff}, Key: string(make([]byte, 80))}})
+	var samples []time.Duration
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if err := node.Voter.Raft().Apply(data, 5*time.Second).Error(); err != nil {
+			b.Fatal(err)
+		}
+		samples = append(samples, time.Since(start))
+	}
+	return median(samples)
+}
+
+func median(s []time.Duration) time.Duration {
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// loadImage commits topics of 100 partitions each, replication factor 3
+// over brokers 1..brokers, straight into raft in large entries: the image a
+// cluster in steady state has, built without going through the event loop
+// (whose own speed is measured elsewhere). Partition p of topic t has
+// replicas starting at broker (t*100+p) mod brokers, so each broker leads
+// the same share.
+func loadImage(b *testing.B, c *nodeCluster, partitions int, brokers int32) {
+	_, node := c.active(time.Second)
+	const perTopic = 100
+	var batch []rl.Record
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		data, err := rl.EncodeBatch(batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := node.Voter.Raft().Apply(data, time.Minute)
+		if err := f.Error(); err != nil {
+			b.Fatal(err)
+		}
+		if res, ok := f.Response().(*fsm.ApplyResult); ok && res.Err() != nil {
+			b.Fatal(res.Err())
+		}
+		batch = batch[:0]
+	}
+	start := time.Now()
+	for tn := 0; tn*perTopic < partitions; tn++ {
+		var id rl.TopicID
+		id[0], id[1], id[2], id[15] = byte(tn>>16), byte(tn>>8), byte(tn), 0xbe
+		batch = append(batch, &rl.Topic{TopicID: id, Name: fmt.Sprintf("bench-%06d", tn)})
+		var refs []rl.ReplicaRef
+		var pids []int32
+		var changes []rl.Record
+		for p := int32(0); p < perTopic; p++ {
+			first := int32(tn*perTopic+int(p)) % brokers
+			reps := []int32{first + 1, (first+1)%brokers + 1, (first+2)%brokers + 1}
+			batch = append(batch, &rl.Partition{TopicID: id, Partition: p, Replicas: reps})
+			for _, r := range reps {
+				refs = append(refs, rl.ReplicaRef{Partition: p, Broker: r})
+			}
+			pids = append(pids, p)
+			changes = append(changes, &rl.PartitionChange{TopicID: id, Partition: p, Set: rl.ChangeLeader | rl.ChangeISR, Leader: reps[0], ISR: reps})
+		}
+		batch = append(batch, &rl.ReplicaStateChange{TopicID: id, State: rl.NewReplica, Replicas: refs})
+		batch = append(batch, changes...)
+		batch = append(batch, &rl.PartitionStateChange{TopicID: id, State: rl.OnlinePartition, Partitions: pids},
+			&rl.ReplicaStateChange{TopicID: id, State: rl.OnlineReplica, Replicas: refs})
+		if len(batch) >= 20_000 {
+			flush()
+		}
+		if tn%1000 == 999 {
+			b.Logf("loaded %d partitions (%v)", (tn+1)*perTopic, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	flush()
+	c.converged(5 * time.Minute)
+	b.Logf("image of %d partitions committed on three voters in %v", partitions, time.Since(start).Round(time.Millisecond))
+}
+
+func (c *nodeCluster) ledBy(broker int32) int {
+	_, n := c.active(time.Second)
+	led := 0
+	n.FSM.View(func(im *fsm.Image) {
+		im.ForEachTopic(func(t *fsm.Topic) bool {
+			for i := int32(0); i < im.PartitionCount(t.ID); i++ {
+				if p := im.Partition(t.ID, i); p != nil && p.Leader == broker {
+					led++
+				}
+			}
+			return true
+		})
+	})
+	return led
+}
+
+// BenchmarkBrokerEvents1M: on a 1M-partition image over 10 brokers (RF 3),
+// the controlled shutdown of a broker that leads 100k partitions, then the
+// fence of another broker: each from the call until every record committed
+// and every control request was handed to the sender.
+func BenchmarkBrokerEvents1M(b *testing.B) {
+	parts := 1_000_000
+	if testing.Short() {
+		parts = 100_000
+	}
+	for i := 0; i < b.N; i++ {
+		c, sims := benchCluster(b, 10, 0)
+		floor := rawRaftFloor(b, c, 50)
+		loadImage(b, c, parts, 10)
+
+		// Controlled shutdown of broker 1.
+		sims[1].stop()
+		led := c.ledBy(1)
+		_, n := c.active(time.Second)
+		start := time.Now()
+		resp, err := n.Controller.Heartbeat(context.Background(), Heartbeat{BrokerID: 1, BrokerEpoch: sims[1].epoch, MetadataOffset: n.FSM.AppliedIndex(), WantShutDown: true})
+		shutdown := time.Since(start)
+		if err != nil || !resp.ShouldShutDown {
+			b.Fatalf("controlled shutdown: %+v %v", resp, err)
+		}
+		if c.ledBy(1) != 0 {
+			b.Fatal("broker 1 still leads partitions")
+		}
+
+		// Fence broker 2.
+		sims[2].stop()
+		led2 := c.ledBy(2)
+		start = time.Now()
+		_, _, err = n.Controller.submit(context.Background(), "bench-fence", func(ec *eventCtx) (any, error) {
+			return nil, ec.fenceBroker(ec.img().Broker(2))
+		}, nil)
+		fence := time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c.ledBy(2) != 0 {
+			b.Fatal("fenced broker still leads partitions")
+		}
+		b.ReportMetric(float64(shutdown.Milliseconds()), "shutdown-ms")
+		b.ReportMetric(float64(fence.Milliseconds()), "fence-ms")
+		b.ReportMetric(float64(floor.Microseconds())/1000, "raft-floor-ms")
+		b.Logf("partitions=%d: controlled shutdown of a leader of %d partitions %v; fence of a leader of %d partitions %v; raw raft floor %v",
+			parts, led, shutdown, led2, fence, floor)
+		c.shutdown()
+	}
+}
+
+// BenchmarkCreateTopics10k creates 10k one-partition topics (RF 3) through
+// the event loop, all submitted at once, and reports topics per second.
+func BenchmarkCreateTopics10k(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		c, _ := benchCluster(b, 3, 0)
+		floor := rawRaftFloor(b, c, 50)
+		_, n := c.active(time.Second)
+		topics := make([]CreateTopic, 10_000)
+		for j := range topics {
+			topics[j] = CreateTopic{Name: fmt.Sprintf("create-%05d", j), NumPartitions: 1, ReplicationFactor: 3}
+		}
+		start := time.Now()
+		res := n.Controller.CreateTopics(context.Background(), topics, false)
+		took := time.Since(start)
+		for _, r := range res {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+		rate := float64(len(topics)) / took.Seconds()
+		b.ReportMetric(rate, "topics/s")
+		b.ReportMetric(float64(floor.Microseconds())/1000, "raft-floor-ms")
+		b.Logf("10k topics in %v: %.0f topics/s (raw raft floor %v per sequential entry)", took, rate, floor)
+		c.shutdown()
+	}
+}
+
+// BenchmarkFailover measures, at 1k and 1M partitions, the time from raft
+// reporting the new leader (Activate) to the controller being ready
+// (ControllerEpoch committed, UpdateMetadata to every live broker queued).
+// Raft's own election time (old leader stopped to new leader known) is
+// reported apart: it is dominated by the randomized election timeout.
+func BenchmarkFailover(b *testing.B) {
+	sizes := []int{1_000, 1_000_000}
+	if testing.Short() {
+		sizes = []int{1_000, 100_000}
+	}
+	for _, parts := range sizes {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				c, _ := benchCluster(b, 10, 0)
+				loadImage(b, c, parts, 10)
+				var ready, election []time.Duration
+				for round := 0; round < 5; round++ {
+					idx, _ := c.active(10 * time.Second)
+					stopped := time.Now()
+					c.stop(idx)
+					_, n := c.active(30 * time.Second)
+					st := n.Controller.LastActivation()
+					ready = append(ready, st.Ready.Sub(st.Started))
+					election = append(election, st.Started.Sub(stopped))
+					c.start(idx, nil)
+					c.converged(5 * time.Minute)
+				}
+				b.ReportMetric(float64(median(ready).Microseconds())/1000, "failover-ms")
+				b.ReportMetric(float64(median(election).Milliseconds()), "raft-election-ms")
+				b.Logf("partitions=%d: activation (new leader known -> ready) median %v of %v; raft election median %v", parts, median(ready), ready, median(election))
+				c.shutdown()
+			}
+		})
+	}
+}

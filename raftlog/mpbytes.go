@@ -1,0 +1,287 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// mpReader reads msgpack values straight from a byte slice. The hot
+// records decode through it instead of msgpack.Decoder, whose per-call
+// overhead dominated apply time; the encoding is the same.
+type mpReader struct {
+	b   []byte
+	pos int
+}
+
+var errShort = errors.New("msgpack: unexpected end of record")
+
+func (r *mpReader) code() (byte, error) {
+	if r.pos >= len(r.b) {
+		return 0, errShort
+	}
+	c := r.b[r.pos]
+	r.pos++
+	return c, nil
+}
+
+func (r *mpReader) take(n int) ([]byte, error) {
+	if n < 0 || r.pos+n > len(r.b) {
+		return nil, errShort
+	}
+	s := r.b[r.pos : r.pos+n]
+	r.pos += n
+	return s, nil
+}
+
+// fits refuses an array length that the bytes left cannot hold at one byte
+// per element, so a corrupt length never drives an allocation.
+func (r *mpReader) fits(n uint64) (int, error) {
+	if n > uint64(len(r.b)-r.pos) {
+		return 0, fmt.Errorf("msgpack: array of %d cannot fit in %d bytes", n, len(r.b)-r.pos)
+	}
+	return int(n), nil
+}
+
+// arrayLen returns -1 for nil.
+func (r *mpReader) arrayLen() (int, error) {
+	c, err := r.code()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case c == 0xc0:
+		return -1, nil
+	case c >= 0x90 && c <= 0x9f:
+		return int(c & 0x0f), nil
+	case c == 0xdc:
+		s, err := r.take(2)
+		if err != nil {
+			return 0, err
+		}
+		return r.fits(uint64(binary.BigEndian.Uint16(s)))
+	case c == 0xdd:
+		s, err := r.take(4)
+		if err != nil {
+			return 0, err
+		}
+		return r.fits(uint64(binary.BigEndian.Uint32(s)))
+	}
+	return 0, fmt.Errorf("msgpack: code %#x is not an array", c)
+}
+
+func (r *mpReader) int64() (int64, error) {
+	c, err := r.code()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case c <= 0x7f:
+		return int64(c), nil
+	case c >= 0xe0:
+		return int64(int8(c)), nil
+	}
+	var n int
+	switch c {
+	case 0xcc, 0xd0:
+		n = 1
+	case 0xcd, 0xd1:
+		n = 2
+	case 0xce, 0xd2:
+		n = 4
+	case 0xcf, 0xd3:
+		n = 8
+	default:
+		return 0, fmt.Errorf("msgpack: code %#x is not an integer", c)
+	}
+	s, err := r.take(n)
+	if err != nil {
+		return 0, err
+	}
+	switch c {
+	case 0xcc:
+		return int64(s[0]), nil
+	case 0xcd:
+		return int64(binary.BigEndian.Uint16(s)), nil
+	case 0xce:
+		return int64(binary.BigEndian.Uint32(s)), nil
+	case 0xcf:
+		u := binary.BigEndian.Uint64(s)
+		if u > math.MaxInt64 {
+			return 0, fmt.Errorf("msgpack: %d overflows int64", u)
+		}
+		return int64(u), nil
+	case 0xd0:
+		return int64(int8(s[0])), nil
+	case 0xd1:
+		return int64(int16(binary.BigEndian.Uint16(s))), nil
+	case 0xd2:
+		return int64(int32(binary.BigEndian.Uint32(s))), nil
+	default:
+		return int64(binary.BigEndian.Uint64(s)), nil
+	}
+}
+
+func (r *mpReader) int32() (int32, error) {
+	v, err := r.int64()
+	if err != nil {
+		return 0, err
+	}
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, fmt.Errorf("msgpack: %d overflows int32", v)
+	}
+	return int32(v), nil
+}
+
+func (r *mpReader) uint8() (uint8, error) {
+	v, err := r.int64()
+	if err != nil {
+		return 0, err
+	}
+	if v < 0 || v > math.MaxUint8 {
+		return 0, fmt.Errorf("msgpack: %d overflows uint8", v)
+	}
+	return uint8(v), nil
+}
+
+func (r *mpReader) topicID(id *TopicID) error {
+	c, err := r.code()
+	if err != nil {
+		return err
+	}
+	if c != 0xc4 {
+		return fmt.Errorf("msgpack: topic id: code %#x is not bin8", c)
+	}
+	n, err := r.code()
+	if err != nil {
+		return err
+	}
+	if int(n) != len(id) {
+		return fmt.Errorf("topic id of %d bytes, want %d", n, len(id))
+	}
+	s, err := r.take(len(id))
+	if err != nil {
+		return err
+	}
+	copy(id[:], s)
+	return nil
+}
+
+func (r *mpReader) int32s() ([]int32, error) {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	out := make([]int32, n)
+	for i := range out {
+		if out[i], err = r.int32(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (r *mpReader) expectArray(what string, fields int) error {
+	n, err := r.arrayLen()
+	if err != nil {
+		return err
+	}
+	if n != fields {
+		return fmt.Errorf("%s: %d fields, want %d", what, n, fields)
+	}
+	return nil
+}
+
+// fastDecoder is implemented by the records mpReader decodes.
+type fastDecoder interface {
+	decodeFast(r *mpReader) error
+}
+
+func (rec *Partition) decodeFast(r *mpReader) (err error) {
+	if err = r.expectArray("Partition", 3); err != nil {
+		return err
+	}
+	if err = r.topicID(&rec.TopicID); err != nil {
+		return err
+	}
+	if rec.Partition, err = r.int32(); err != nil {
+		return err
+	}
+	rec.Replicas, err = r.int32s()
+	return err
+}
+
+func (rec *PartitionChange) decodeFast(r *mpReader) (err error) {
+	if err = r.expectArray("PartitionChange", 9); err != nil {
+		return err
+	}
+	if err = r.topicID(&rec.TopicID); err != nil {
+		return err
+	}
+	if rec.Partition, err = r.int32(); err != nil {
+		return err
+	}
+	if rec.PartitionEpoch, err = r.int32(); err != nil {
+		return err
+	}
+	if rec.Set, err = r.uint8(); err != nil {
+		return err
+	}
+	if rec.Leader, err = r.int32(); err != nil {
+		return err
+	}
+	for _, dst := range []*[]int32{&rec.ISR, &rec.Replicas, &rec.Adding, &rec.Removing} {
+		if *dst, err = r.int32s(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rec *ReplicaStateChange) decodeFast(r *mpReader) (err error) {
+	if err = r.expectArray("ReplicaStateChange", 3); err != nil {
+		return err
+	}
+	if err = r.topicID(&rec.TopicID); err != nil {
+		return err
+	}
+	s, err := r.uint8()
+	if err != nil {
+		return err
+	}
+	rec.State = ReplicaState(s)
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return err
+	}
+	rec.Replicas = make([]ReplicaRef, n)
+	for i := range rec.Replicas {
+		if err = r.expectArray("ReplicaRef", 2); err != nil {
+			return err
+		}
+		if rec.Replicas[i].Partition, err = r.int32(); err != nil {
+			return err
+		}
+		if rec.Replicas[i].Broker, err = r.int32(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rec *PartitionStateChange) decodeFast(r *mpReader) (err error) {
+	if err = r.expectArray("PartitionStateChange", 3); err != nil {
+		return err
+	}
+	if err = r.topicID(&rec.TopicID); err != nil {
+		return err
+	}
+	s, err := r.uint8()
+	if err != nil {
+		return err
+	}
+	rec.State = PartitionState(s)
+	rec.Partitions, err = r.int32s()
+	return err
+}
