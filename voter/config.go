@@ -84,13 +84,18 @@ type Config struct {
 }
 
 // FastTimeouts sets timings for voters that share one host over loopback,
-// where a round trip takes microseconds: elections settle in a few hundred
-// milliseconds instead of seconds. It has the shape of an option so test
+// where a round trip takes microseconds: elections settle in well under a
+// second instead of several. It has the shape of an option so test
 // helpers can take it alongside others.
+//
+// They are not as tight as they could be on an idle machine: a leader that
+// cannot reach a quorum within LeaderLeaseTimeout steps down, and a busy CI
+// host running the race detector can stall goroutines for a good part of a
+// second.
 func FastTimeouts(c *Config) {
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	c.HeartbeatTimeout = 250 * time.Millisecond
+	c.ElectionTimeout = 250 * time.Millisecond
+	c.LeaderLeaseTimeout = 250 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 }
 

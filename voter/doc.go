@@ -44,6 +44,13 @@
 // # Timeouts
 //
 // The defaults suit a LAN: 1 s heartbeat and election timeouts, as in
-// hashicorp/raft. Tests on loopback pass FastTimeouts to make elections
-// take tens of milliseconds.
+// hashicorp/raft. Tests on loopback pass FastTimeouts, which settles
+// elections in well under a second while tolerating a loaded CI host.
+//
+// # Replication
+//
+// The transport turns off hashicorp/raft's pipelined replication (see
+// transport.NewRaftTransport): in the raft version used here it can wedge
+// replication to one follower and make Shutdown hang. Entries still travel
+// in batches of up to MaxAppendEntries per round trip.
 package voter

@@ -15,15 +15,20 @@ import (
 // command payloads it has applied. Two voters agree iff their lists (and so
 // their hashes) are equal. It records every Restore so tests can tell a
 // snapshot install from a log replay.
+//
+// A payload that is already in the list is not appended again. That makes
+// re-proposing an entry whose outcome was lost with a leader change safe,
+// and it is deterministic because it depends only on the replicated state.
 type listFSM struct {
 	mu       sync.Mutex
 	entries  [][]byte
-	restores []int // number of entries each Restore loaded
+	position map[string]int // payload -> 1-based position in entries
+	restores []int          // number of entries each Restore loaded
 }
 
 var _ raft.BatchingFSM = (*listFSM)(nil)
 
-func newListFSM(string) raft.FSM { return &listFSM{} }
+func newListFSM(string) raft.FSM { return &listFSM{position: map[string]int{}} }
 
 func (f *listFSM) Apply(l *raft.Log) any {
 	return f.ApplyBatch([]*raft.Log{l})[0]
@@ -40,7 +45,12 @@ func (f *listFSM) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
+		if pos, dup := f.position[string(l.Data)]; dup {
+			out[i] = pos
+			continue
+		}
 		f.entries = append(f.entries, bytes.Clone(l.Data))
+		f.position[string(l.Data)] = len(f.entries)
 		out[i] = len(f.entries)
 	}
 	return out
@@ -60,6 +70,7 @@ func (f *listFSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("read count: %w", err)
 	}
 	entries := make([][]byte, 0, n)
+	position := make(map[string]int, n)
 	for range n {
 		var size uint32
 		if err := binary.Read(rc, binary.BigEndian, &size); err != nil {
@@ -70,10 +81,12 @@ func (f *listFSM) Restore(rc io.ReadCloser) error {
 			return fmt.Errorf("read entry: %w", err)
 		}
 		entries = append(entries, b)
+		position[string(b)] = len(entries)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.entries = entries
+	f.position = position
 	f.restores = append(f.restores, len(entries))
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 func TestStartRejectsIncompleteConfig(t *testing.T) {
 	dir := t.TempDir()
-	fsm := &listFSM{}
+	fsm := newListFSM("1")
 	self := raft.Server{ID: "1", Address: "127.0.0.1:1"}
 	cases := []struct {
 		name string
@@ -51,7 +51,7 @@ func TestFailedStartReleasesResources(t *testing.T) {
 	}
 	addr := raft.ServerAddress(stream.Addr().String())
 	_, err = voter.Start(voter.Config{
-		NodeID: "1", Stream: stream, DataDir: dir, FSM: &listFSM{},
+		NodeID: "1", Stream: stream, DataDir: dir, FSM: newListFSM("1"),
 		Peers: []raft.Server{{ID: "1", Address: "127.0.0.1:1"}},
 	})
 	if err == nil || !strings.Contains(err.Error(), "advertises") {
@@ -62,7 +62,7 @@ func TestFailedStartReleasesResources(t *testing.T) {
 	}
 
 	cfg := voter.Config{
-		NodeID: "1", BindAddr: string(addr), DataDir: dir, FSM: &listFSM{},
+		NodeID: "1", BindAddr: string(addr), DataDir: dir, FSM: newListFSM("1"),
 		Peers: []raft.Server{{ID: "1", Address: addr}},
 	}
 	voter.FastTimeouts(&cfg)
@@ -71,9 +71,7 @@ func TestFailedStartReleasesResources(t *testing.T) {
 		t.Fatalf("Start after a failed one: %v", err)
 	}
 	defer v.Shutdown()
-	if isLeader, open := nextEvent(t, v); !isLeader || !open {
-		t.Fatalf("single voter: event (%v, open=%v), want leadership", isLeader, open)
-	}
+	waitLeaderEvent(t, v, true)
 	if err := v.Apply([]byte(payload(0)), applyTimeout).Error(); err != nil {
 		t.Fatalf("apply on single voter: %v", err)
 	}

@@ -21,7 +21,6 @@ type Voter struct {
 	trans   *raft.NetworkTransport
 	stores  *raftlog.Stores
 	leaders *leaderForwarder
-	logger  hclog.Logger
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -85,7 +84,6 @@ func Start(cfg Config) (*Voter, error) {
 		trans:   trans,
 		stores:  stores,
 		leaders: leaders,
-		logger:  logger,
 	}, nil
 }
 

@@ -30,21 +30,60 @@ func payloads(n int) []string {
 	return out
 }
 
-// applyRange proposes entries [from, to) on v, pipelined, and checks that
-// each one committed and that the FSM answered with its list position.
-func applyRange(t *testing.T, v *voter.Voter, from, to int) {
+// applyRange proposes entries [from, to) on the cluster's leader,
+// pipelined, and checks that each one committed and that the FSM answered
+// with its list position. If leadership moves meanwhile (a loaded machine
+// can miss a heartbeat), the entries from the first failed one on are
+// proposed again, one at a time, on whichever voter leads then; listFSM
+// ignores a payload it already holds, so an entry that did commit before the
+// change is not applied twice.
+func applyRange(t *testing.T, c *votertest.Cluster, from, to int) {
 	t.Helper()
+	leader := c.Leader(waitTimeout)
 	futures := make([]raft.ApplyFuture, 0, to-from)
 	for i := from; i < to; i++ {
-		futures = append(futures, v.Apply([]byte(payload(i)), applyTimeout))
+		futures = append(futures, leader.Apply([]byte(payload(i)), applyTimeout))
 	}
 	for k, f := range futures {
-		if err := f.Error(); err != nil {
-			t.Fatalf("apply %s on voter %s: %v", payload(from+k), v.ID(), err)
+		err := f.Error()
+		if leadershipMoved(err) {
+			t.Logf("leadership moved while applying %s (%v); proposing the rest again", payload(from+k), err)
+			for i := from + k; i < to; i++ {
+				applyOne(t, c, i)
+			}
+			return
 		}
-		if got, want := f.Response(), from+k+1; got != want {
-			t.Fatalf("apply %s: FSM response %v, want position %d", payload(from+k), got, want)
+		checkApplied(t, f, err, from+k)
+	}
+}
+
+// applyOne proposes entry i until a leader commits it.
+func applyOne(t *testing.T, c *votertest.Cluster, i int) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		f := c.Leader(waitTimeout).Apply([]byte(payload(i)), applyTimeout)
+		err := f.Error()
+		if leadershipMoved(err) && time.Now().Before(deadline) {
+			continue
 		}
+		checkApplied(t, f, err, i)
+		return
+	}
+}
+
+func leadershipMoved(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress)
+}
+
+func checkApplied(t *testing.T, f raft.ApplyFuture, err error, i int) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("apply %s: %v", payload(i), err)
+	}
+	if got, want := f.Response(), i+1; got != want {
+		t.Fatalf("apply %s: FSM response %v, want position %d", payload(i), got, want)
 	}
 }
 
@@ -82,25 +121,48 @@ func all(c *votertest.Cluster) []int {
 	return out
 }
 
-// nextEvent reads one leadership event or fails after waitTimeout.
-func nextEvent(t *testing.T, v *voter.Voter) (value, open bool) {
+// waitLeaderEvent reads v's leadership events until one equals want.
+func waitLeaderEvent(t *testing.T, v *voter.Voter, want bool) {
 	t.Helper()
-	select {
-	case value, open = <-v.LeaderEvents():
-		return value, open
-	case <-time.After(waitTimeout):
-		t.Fatalf("no leadership event from voter %s", v.ID())
-		return false, false
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case got, open := <-v.LeaderEvents():
+			if !open {
+				t.Fatalf("voter %s: LeaderEvents closed before %v", v.ID(), want)
+			}
+			if got == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("voter %s: no LeaderEvents value %v within %s", v.ID(), want, waitTimeout)
+		}
+	}
+}
+
+// lastEvent reads v's leadership events until the channel closes, which it
+// must do after Shutdown, and returns the last value (false if none).
+func lastEvent(t *testing.T, v *voter.Voter) bool {
+	t.Helper()
+	last := false
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case got, open := <-v.LeaderEvents():
+			if !open {
+				return last
+			}
+			last = got
+		case <-timeout:
+			t.Fatalf("voter %s: LeaderEvents still open %s after Shutdown", v.ID(), waitTimeout)
+		}
 	}
 }
 
 func TestThreeVotersApplyTheSameEntries(t *testing.T) {
 	c := votertest.NewCluster(t, 3, newListFSM)
 	leader := c.Leader(waitTimeout)
-
-	if v, open := nextEvent(t, leader); !v || !open {
-		t.Fatalf("leader's LeaderEvents gave (%v, open=%v), want true", v, open)
-	}
+	waitLeaderEvent(t, leader, true)
 	for _, f := range c.Followers() {
 		if err := f.Apply([]byte("x"), applyTimeout).Error(); !errors.Is(err, raft.ErrNotLeader) {
 			t.Fatalf("apply on follower %s: err %v, want ErrNotLeader", f.ID(), err)
@@ -110,24 +172,21 @@ func TestThreeVotersApplyTheSameEntries(t *testing.T) {
 		}
 	}
 
-	applyRange(t, leader, 0, 50)
+	applyRange(t, c, 0, 50)
 	waitConverged(t, c, all(c), 50)
 }
 
 func TestLeaderLossElectsNewLeaderWithSameData(t *testing.T) {
 	c := votertest.NewCluster(t, 3, newListFSM)
-	old := c.Leader(waitTimeout)
-	applyRange(t, old, 0, 20)
+	applyRange(t, c, 0, 20)
 	waitConverged(t, c, all(c), 20)
 
+	old := c.Leader(waitTimeout)
 	oi := c.Index(old)
 	c.Stop(oi)
 	// The stopped leader's last word is "not leader", then the channel closes.
-	if v, open := nextEvent(t, old); v || !open {
-		t.Fatalf("stopped leader's last event (%v, open=%v), want false", v, open)
-	}
-	if _, open := nextEvent(t, old); open {
-		t.Fatal("LeaderEvents still open after Shutdown")
+	if last := lastEvent(t, old); last {
+		t.Fatal("stopped leader's last LeaderEvents value is true, want false")
 	}
 	if err := old.Shutdown(); err != nil {
 		t.Fatalf("second Shutdown: %v", err)
@@ -140,7 +199,7 @@ func TestLeaderLossElectsNewLeaderWithSameData(t *testing.T) {
 	survivors := c.Running()
 	waitConverged(t, c, survivors, 20)
 
-	applyRange(t, leader, 20, 40)
+	applyRange(t, c, 20, 40)
 	waitConverged(t, c, survivors, 40)
 
 	c.Restart(oi)
@@ -149,7 +208,7 @@ func TestLeaderLossElectsNewLeaderWithSameData(t *testing.T) {
 
 func TestRestartAllFromDisk(t *testing.T) {
 	c := votertest.NewCluster(t, 3, newListFSM)
-	applyRange(t, c.Leader(waitTimeout), 0, 30)
+	applyRange(t, c, 0, 30)
 	waitConverged(t, c, all(c), 30)
 	before := fsmOf(c, 0).Hash()
 
@@ -175,7 +234,7 @@ func TestRestartAllFromDisk(t *testing.T) {
 	if n := len(cfg.Configuration().Servers); n != 3 {
 		t.Fatalf("configuration after restart has %d servers, want 3", n)
 	}
-	applyRange(t, leader, 30, 31)
+	applyRange(t, c, 30, 31)
 	waitConverged(t, c, all(c), 31)
 }
 
@@ -184,15 +243,23 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 		cfg.SnapshotThreshold = 8
 		cfg.TrailingLogs = 4
 	})
-	leader := c.Leader(waitTimeout)
-	applyRange(t, leader, 0, 10)
+	applyRange(t, c, 0, 10)
 	waitConverged(t, c, all(c), 10)
 
+	c.Leader(waitTimeout)
 	lagging := c.Index(c.Followers()[0])
 	c.Stop(lagging)
-	applyRange(t, leader, 10, 40)
-	if err := leader.Raft().Snapshot().Error(); err != nil {
-		t.Fatalf("snapshot on leader: %v", err)
+	applyRange(t, c, 10, 40)
+
+	// Snapshot every running voter, not only the current leader: whichever
+	// of them leads when the lagging node returns must have compacted away
+	// the entries it missed, so only a snapshot can bring it up to date.
+	up := c.Running()
+	waitConverged(t, c, up, 40)
+	for _, i := range up {
+		if err := c.Voter(i).Raft().Snapshot().Error(); err != nil {
+			t.Fatalf("snapshot on node %d: %v", i, err)
+		}
 	}
 
 	c.Restart(lagging)
@@ -207,9 +274,9 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 
 func TestTransferLeadershipHandsOver(t *testing.T) {
 	c := votertest.NewCluster(t, 3, newListFSM)
-	old := c.Leader(waitTimeout)
-	applyRange(t, old, 0, 5)
+	applyRange(t, c, 0, 5)
 
+	old := c.Leader(waitTimeout)
 	if err := c.Followers()[0].TransferLeadership(); err != nil {
 		t.Fatalf("TransferLeadership on a follower: %v, want nil", err)
 	}
@@ -220,6 +287,6 @@ func TestTransferLeadershipHandsOver(t *testing.T) {
 	if leader.ID() == old.ID() {
 		t.Fatalf("leadership stayed on %s", old.ID())
 	}
-	applyRange(t, leader, 5, 10)
+	applyRange(t, c, 5, 10)
 	waitConverged(t, c, all(c), 10)
 }
