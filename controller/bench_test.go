@@ -17,11 +17,11 @@ import (
 // on the same cluster for comparison.
 
 func benchCluster(b *testing.B, brokers int32, maxRecords int) (*nodeCluster, map[int32]*simBroker) {
-	c := newNodeCluster(b, 3, 3*time.Second, func(cc *Config) {
+	c := newNodeClusterOpts(b, 3, 10*time.Second, func(cc *Config) {
 		if maxRecords > 0 {
 			cc.MaxRecordsPerEntry = maxRecords
 		}
-	})
+	}, true)
 	c.active(20 * time.Second)
 	sims := map[int32]*simBroker{}
 	for id := int32(1); id <= brokers; id++ {

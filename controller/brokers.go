@@ -48,7 +48,9 @@ func (c *Controller) RegisterBroker(ctx context.Context, req BrokerRegistration)
 		}
 		ec.act.sessions.touch(req.BrokerID, ec.now.Add(c.cfg.SessionTimeout))
 		ec.act.sessions.needCatchUp[req.BrokerID] = false
-		ec.plan.umAll = true
+		if old != nil && !old.Fenced {
+			ec.plan.umAll = true // a live broker left the list
+		}
 		ec.endRound = true
 		return int64(-1), nil
 	}, func(v any, index uint64) any {
@@ -250,6 +252,13 @@ func (ec *eventCtx) unfenceBroker(b *fsm.Broker, offset uint64) error {
 		}
 	}
 	if len(toOnline) > 0 {
+		// A replica created while its broker was fenced was never told
+		// about: NewReplica -> OnlineReplica sends nothing by itself.
+		for _, r := range toOnline {
+			if p := ec.img().Partition(r.ref.id, r.ref.part); p.ReplicaState(b.ID) == rl.NewReplica && p.Leader != rl.NoLeader {
+				ec.plan.leaderAndIsr(r.ref, []int32{b.ID}, true)
+			}
+		}
 		if _, err := ec.handleReplicaStateChanges(toOnline, rl.OnlineReplica); err != nil {
 			return err
 		}
@@ -319,7 +328,15 @@ func (ec *eventCtx) dropLeadership(refs []partRef) error {
 			Set: rl.ChangeLeader, Leader: rl.NoLeader}); err != nil {
 			return err
 		}
-		ec.plan.updateMetadata(ref)
+		// The old leader must hear that it leads no more.
+		live, _ := ec.liveSet()
+		var to []int32
+		for _, r := range p.Replicas {
+			if live.Has(r) {
+				to = append(to, r)
+			}
+		}
+		ec.plan.leaderAndIsr(ref, to, false)
 		off = append(off, ref)
 	}
 	if len(off) > 0 {

@@ -24,6 +24,8 @@ type eventCtx struct {
 	plan *plan
 	now  time.Time
 	log  hclog.Logger
+	// live caches liveSet until a broker record is staged.
+	live *[2]BrokerSet
 	// endRound asks the loop to propose what it has before running the
 	// next event (a broker registration does, so no later event of the
 	// round depends on a broker epoch that is only known at commit).

@@ -28,11 +28,18 @@ type nodeCluster struct {
 	senders []*RecordingSender
 	tweak   func(*Config)
 	session time.Duration
+	// steady keeps raft's default timeouts: benchmarks load the machine
+	// enough that the fast test timeouts would trigger elections.
+	steady bool
 }
 
 func newNodeCluster(t testing.TB, n int, session time.Duration, tweak func(*Config)) *nodeCluster {
+	return newNodeClusterOpts(t, n, session, tweak, false)
+}
+
+func newNodeClusterOpts(t testing.TB, n int, session time.Duration, tweak func(*Config), steady bool) *nodeCluster {
 	t.Helper()
-	c := &nodeCluster{t: t, tweak: tweak, session: session}
+	c := &nodeCluster{t: t, tweak: tweak, session: session, steady: steady}
 	streams := make([]*transport.StreamLayer, n)
 	for i := range n {
 		s, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
@@ -84,7 +91,11 @@ func (c *nodeCluster) start(i int, stream *transport.StreamLayer) {
 		Logger:         hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("node-%d", i+1), Level: level}),
 		Voter: func(vc *voter.Config) {
 			vc.Stream = stream
-			voter.FastTimeouts(vc)
+			if !c.steady {
+				voter.FastTimeouts(vc)
+			} else {
+				vc.SnapshotThreshold = 1 << 30 // no snapshot in the middle of a measurement
+			}
 		},
 		Controller: c.tweak,
 	})

@@ -22,6 +22,10 @@ func (ec *eventCtx) stageEach(records ...rl.Record) error {
 		if err := ec.txn.Stage(r); err != nil {
 			return fmt.Errorf("staging %s: %w", r.Type(), err)
 		}
+		switch r.Type() {
+		case rl.TypeRegisterBroker, rl.TypeFenceBroker, rl.TypeUnfenceBroker, rl.TypeBrokerShutdown, rl.TypeUnregisterBroker:
+			ec.live = nil
+		}
 	}
 	return nil
 }
@@ -29,6 +33,9 @@ func (ec *eventCtx) stageEach(records ...rl.Record) error {
 // liveSet returns the brokers that are registered and unfenced in the
 // event's view, and those of them in controlled shutdown.
 func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
+	if ec.live != nil {
+		return ec.live[0], ec.live[1]
+	}
 	var l, s []int32
 	for _, b := range ec.img().Brokers() {
 		if b.Live() {
@@ -38,7 +45,8 @@ func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
 			}
 		}
 	}
-	return NewBrokerSet(l...), NewBrokerSet(s...)
+	ec.live = &[2]BrokerSet{NewBrokerSet(l...), NewBrokerSet(s...)}
+	return ec.live[0], ec.live[1]
 }
 
 // handleReplicaStateChanges moves replicas to target following DESIGN §4:
@@ -136,11 +144,12 @@ func (ec *eventCtx) offlineReplicaEffect(r replica) error {
 	if leader == r.broker {
 		leader = rl.NoLeader
 	}
-	if leader != p.Leader || !sameInts(isr, p.ISR) {
-		if err := ec.stageEach(&rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
-			Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr}); err != nil {
-			return err
-		}
+	if leader == p.Leader && sameInts(isr, p.ISR) {
+		return nil // nothing the other replicas or brokers need to hear
+	}
+	if err := ec.stageEach(&rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
+		Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr}); err != nil {
+		return err
 	}
 	if leader != rl.NoLeader {
 		live, _ := ec.liveSet()
@@ -175,6 +184,12 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 	}
 	var offline []partRef
 	live, shutting := ec.liveSet()
+	if strategy != ControlledShutdownElection {
+		// A broker in controlled shutdown is on its way out: it must not
+		// be handed leadership again (Kafka counts it as not live for
+		// elections).
+		live = live.Without(shutting.IDs()...)
+	}
 	for _, ref := range refs {
 		p := ec.img().Partition(ref.id, ref.part)
 		if p == nil {

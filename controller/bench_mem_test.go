@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// memImage loads a steady-state image (see loadImage) into a harness's FSM.
+func (h *harness) loadImage(partitions int, brokers int32) {
+	const perTopic = 100
+	var batch []rl.Record
+	flush := func() {
+		data, err := rl.EncodeBatch(batch)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if res := h.log.Apply(data, time.Minute).Response().(*fsm.ApplyResult); res.Err() != nil {
+			h.t.Fatal(res.Err())
+		}
+		batch = batch[:0]
+	}
+	for tn := 0; tn*perTopic < partitions; tn++ {
+		var id rl.TopicID
+		id[0], id[1], id[2], id[15] = byte(tn>>16), byte(tn>>8), byte(tn), 0xbe
+		batch = append(batch, &rl.Topic{TopicID: id, Name: fmt.Sprintf("bench-%06d", tn)})
+		var refs []rl.ReplicaRef
+		var pids []int32
+		var changes []rl.Record
+		for p := int32(0); p < perTopic; p++ {
+			first := int32(tn*perTopic+int(p)) % brokers
+			reps := []int32{first + 1, (first+1)%brokers + 1, (first+2)%brokers + 1}
+			batch = append(batch, &rl.Partition{TopicID: id, Partition: p, Replicas: reps})
+			for _, r := range reps {
+				refs = append(refs, rl.ReplicaRef{Partition: p, Broker: r})
+			}
+			pids = append(pids, p)
+			changes = append(changes, &rl.PartitionChange{TopicID: id, Partition: p, Set: rl.ChangeLeader | rl.ChangeISR, Leader: reps[0], ISR: reps})
+		}
+		batch = append(batch, &rl.ReplicaStateChange{TopicID: id, State: rl.NewReplica, Replicas: refs})
+		batch = append(batch, changes...)
+		batch = append(batch, &rl.PartitionStateChange{TopicID: id, State: rl.OnlinePartition, Partitions: pids},
+			&rl.ReplicaStateChange{TopicID: id, State: rl.OnlineReplica, Replicas: refs})
+		if len(batch) >= 20_000 {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+}
+
+// BenchmarkControllerOnly measures the controller's own work, over the
+// in-memory log (no raft, no disk): controlled shutdown and fence on a
+// 1M-partition image, 10 brokers, RF 3.
+func BenchmarkControllerOnly(b *testing.B) {
+	parts := 1_000_000
+	if testing.Short() {
+		parts = 100_000
+	}
+	for i := 0; i < b.N; i++ {
+		h := newHarness(b)
+		for id := int32(1); id <= 10; id++ {
+			h.register(id, "")
+		}
+		h.loadImage(parts, 10)
+		start := time.Now()
+		r, err := h.c.Heartbeat(context.Background(), Heartbeat{BrokerID: 1, BrokerEpoch: h.epochs[1], MetadataOffset: h.log.Index(), WantShutDown: true})
+		if err != nil || !r.ShouldShutDown {
+			b.Fatal(r, err)
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "shutdown-ms")
+		start = time.Now()
+		if _, _, err := h.c.submit(context.Background(), "fence", func(ec *eventCtx) (any, error) {
+			return nil, ec.fenceBroker(ec.img().Broker(2))
+		}, nil); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "fence-ms")
+	}
+}
