@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -347,30 +348,44 @@ func (ec *eventCtx) dropLeadership(refs []partRef) error {
 }
 
 // partitionsOf scans the image for the partitions a broker leads and those
-// it hosts a replica of.
+// it hosts a replica of, both in (topic id, partition) order.
 func (ec *eventCtx) partitionsOf(id int32) (led, hosted []partRef) {
 	im := ec.img()
-	im.ForEachTopic(func(t *fsm.Topic) bool {
-		n := im.PartitionCount(t.ID)
-		for i := int32(0); i < n; i++ {
-			p := im.Partition(t.ID, i)
-			if p == nil || indexOf(p.Replicas, id) < 0 {
-				continue
+	for _, t := range sortedTopics(im) {
+		im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
+			if indexOf(p.Replicas, id) < 0 {
+				return true
 			}
 			ref := partRef{id: t.ID, name: t.Name, part: i}
 			hosted = append(hosted, ref)
 			if p.Leader == id {
 				led = append(led, ref)
 			}
-		}
-		return true
-	})
-	return sortRefs(led), sortRefs(hosted)
+			return true
+		})
+	}
+	return led, hosted
+}
+
+// sortedTopics returns every topic in id order.
+func sortedTopics(im fsm.Reader) []*fsm.Topic {
+	var out []*fsm.Topic
+	im.ForEachTopic(func(t *fsm.Topic) bool { out = append(out, t); return true })
+	sort.Slice(out, func(i, j int) bool { return lessRef(partRef{id: out[i].ID}, partRef{id: out[j].ID}) })
+	return out
 }
 
 func (ec *eventCtx) leadsAnything(id int32) bool {
-	led, _ := ec.partitionsOf(id)
-	return len(led) > 0
+	im := ec.img()
+	found := false
+	im.ForEachTopic(func(t *fsm.Topic) bool {
+		im.EachPartition(t.ID, func(_ int32, p *fsm.Partition) bool {
+			found = p.Leader == id
+			return !found
+		})
+		return !found
+	})
+	return found
 }
 
 // uncleanAllowed reads the topic's unclean.leader.election.enable.

@@ -137,6 +137,7 @@ type eventSpan struct {
 // and answers the callers. It returns the events it did not get to.
 func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 	now := c.cfg.Clock.Now()
+	computeStart := time.Now()
 	spans := make([]eventSpan, 0, len(batch))
 	var records []rl.Record
 	rp := newPlan()
@@ -164,10 +165,7 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 
 	proposeStart := time.Now()
 	indexes, rejected, err := c.propose(records)
-	if len(records) > 0 {
-		c.log.Debug("round committed", "events", len(spans), "records", len(records), "entries", len(indexes),
-			"compute", proposeStart.Sub(now).String(), "commit", time.Since(proposeStart).String())
-	}
+	committed := time.Now()
 	if err != nil {
 		for i, sp := range spans {
 			if sp.ok {
@@ -184,6 +182,11 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 	}
 	if !rp.empty() {
 		c.send(rp, a, last)
+	}
+	if len(records) > 0 {
+		c.log.Debug("round committed", "events", len(spans), "records", len(records), "entries", len(indexes),
+			"compute", proposeStart.Sub(computeStart).String(), "commit", committed.Sub(proposeStart).String(),
+			"send", time.Since(committed).String())
 	}
 	for i, sp := range spans {
 		ev := batch[i]

@@ -17,8 +17,8 @@ type partRef struct {
 }
 
 func lessRef(a, b partRef) bool {
-	if c := bytes.Compare(a.id[:], b.id[:]); c != 0 {
-		return c < 0
+	if a.id != b.id {
+		return bytes.Compare(a.id[:], b.id[:]) < 0
 	}
 	return a.part < b.part
 }
@@ -28,15 +28,29 @@ type stopEntry struct {
 	leaderEpoch int32
 }
 
+type laiItem struct {
+	ref   partRef
+	isNew bool
+}
+
+type stopItem struct {
+	ref partRef
+	stopEntry
+}
+
 // plan records which control requests a round of events calls for: which
 // partitions go to which broker in which kind of request. It holds no
 // partition contents: those are read from the committed image once the
 // round's records commit, so a request can only ever carry committed state.
+//
+// Entries are appended, duplicates and all, and sorted and merged once at
+// materialize: a large event plans hundreds of thousands of entries, and
+// appending is far cheaper than keeping sets.
 type plan struct {
-	lai  map[int32]map[partRef]bool // broker -> partition -> isNew
-	stop map[int32]map[partRef]stopEntry
+	lai  map[int32][]laiItem
+	stop map[int32][]stopItem
 	// um holds partitions every live broker gets in UpdateMetadata.
-	um map[partRef]struct{}
+	um []partRef
 	// umAll sends UpdateMetadata to every live broker even with no
 	// partitions: the broker list itself changed.
 	umAll bool
@@ -49,9 +63,8 @@ type plan struct {
 
 func newPlan() *plan {
 	return &plan{
-		lai:     map[int32]map[partRef]bool{},
-		stop:    map[int32]map[partRef]stopEntry{},
-		um:      map[partRef]struct{}{},
+		lai:     map[int32][]laiItem{},
+		stop:    map[int32][]stopItem{},
 		umTo:    map[int32]struct{}{},
 		catchUp: map[int32]uint64{},
 	}
@@ -66,43 +79,32 @@ func (p *plan) empty() bool {
 // UpdateMetadata.
 func (p *plan) leaderAndIsr(ref partRef, brokers []int32, isNew bool) {
 	for _, b := range brokers {
-		m := p.lai[b]
-		if m == nil {
-			m = map[partRef]bool{}
-			p.lai[b] = m
-		}
-		m[ref] = m[ref] || isNew
+		p.lai[b] = append(p.lai[b], laiItem{ref: ref, isNew: isNew})
 	}
-	p.um[ref] = struct{}{}
+	p.um = append(p.um, ref)
 }
 
 // updateMetadata sends the partition to all live brokers.
-func (p *plan) updateMetadata(ref partRef) { p.um[ref] = struct{}{} }
+func (p *plan) updateMetadata(ref partRef) { p.um = append(p.um, ref) }
 
 func (p *plan) stopReplica(ref partRef, broker int32, del bool, leaderEpoch int32) {
-	m := p.stop[broker]
-	if m == nil {
-		m = map[partRef]stopEntry{}
-		p.stop[broker] = m
-	}
-	e := m[ref]
-	m[ref] = stopEntry{delete: e.delete || del, leaderEpoch: leaderEpoch}
+	p.stop[broker] = append(p.stop[broker], stopItem{ref: ref, stopEntry: stopEntry{delete: del, leaderEpoch: leaderEpoch}})
 }
 
+// merge adds o to p. A round's first event usually brings most of the
+// work, so an empty p simply takes o's contents.
 func (p *plan) merge(o *plan) {
-	for b, m := range o.lai {
-		for ref, isNew := range m {
-			p.leaderAndIsr(ref, []int32{b}, isNew)
-		}
+	if p.empty() {
+		*p = *o
+		return
 	}
-	for b, m := range o.stop {
-		for ref, e := range m {
-			p.stopReplica(ref, b, e.delete, e.leaderEpoch)
-		}
+	for b, items := range o.lai {
+		p.lai[b] = append(p.lai[b], items...)
 	}
-	for ref := range o.um {
-		p.um[ref] = struct{}{}
+	for b, items := range o.stop {
+		p.stop[b] = append(p.stop[b], items...)
 	}
+	p.um = append(p.um, o.um...)
 	p.umAll = p.umAll || o.umAll
 	for b := range o.umTo {
 		p.umTo[b] = struct{}{}
@@ -112,6 +114,18 @@ func (p *plan) merge(o *plan) {
 			p.catchUp[b] = off
 		}
 	}
+}
+
+// sortedUnique sorts refs and drops repeats, in place.
+func sortedUnique(refs []partRef) []partRef {
+	sort.Slice(refs, func(i, j int) bool { return lessRef(refs[i], refs[j]) })
+	out := refs[:0]
+	for i, r := range refs {
+		if i == 0 || r.id != refs[i-1].id || r.part != refs[i-1].part {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func sortedRefs[V any](m map[partRef]V) []partRef {
@@ -182,18 +196,36 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		return h
 	}
 
-	for b, m := range p.lai {
+	var shared []PartitionState
+	for _, ref := range sortedUnique(p.um) {
+		if ps, ok := partitionState(im, ref); ok {
+			shared = append(shared, ps)
+		}
+	}
+	for b, items := range p.lai {
 		if byID[b] == nil {
 			continue // fenced or gone since: it will catch up when it returns
 		}
+		if less := func(i, j int) bool { return lessRef(items[i].ref, items[j].ref) }; !sort.SliceIsSorted(items, less) {
+			sort.Slice(items, less)
+		}
 		req := &LeaderAndIsr{Header: header(b)}
 		leaders := map[int32]bool{}
-		for _, ref := range sortedRefs(m) {
-			ps, ok := partitionState(im, ref)
-			if !ok {
-				continue
+		for i := 0; i < len(items); {
+			ref, isNew := items[i].ref, items[i].isNew
+			j := i + 1
+			for ; j < len(items) && items[j].ref.id == ref.id && items[j].ref.part == ref.part; j++ {
+				isNew = isNew || items[j].isNew
 			}
-			ps.IsNew = m[ref]
+			i = j
+			// Every LeaderAndIsr partition is in the UpdateMetadata set, read
+			// once: find it there instead of in the image.
+			k := sort.Search(len(shared), func(k int) bool { return !lessRef(stateRef(&shared[k]), ref) })
+			if k == len(shared) || shared[k].TopicID != ref.id || shared[k].Partition != ref.part {
+				continue // the partition is gone
+			}
+			ps := shared[k]
+			ps.IsNew = isNew
 			req.Partitions = append(req.Partitions, ps)
 			if l := byID[ps.Leader]; l != nil && !leaders[ps.Leader] {
 				leaders[ps.Leader] = true
@@ -206,14 +238,8 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		}
 	}
 
-	var shared []PartitionState
-	for _, ref := range sortedRefs(p.um) {
-		if ps, ok := partitionState(im, ref); ok {
-			shared = append(shared, ps)
-		}
-	}
 	umTargets := map[int32]bool{}
-	if len(p.um) > 0 || p.umAll {
+	if len(shared) > 0 || p.umAll {
 		for _, l := range live {
 			umTargets[l.ID] = true
 		}
@@ -237,11 +263,18 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		get(b).UpdateMetadata = &UpdateMetadata{Header: header(b), Partitions: parts, LiveBrokers: live}
 	}
 
-	for b, m := range p.stop {
+	for b, items := range p.stop {
+		sort.SliceStable(items, func(i, j int) bool { return lessRef(items[i].ref, items[j].ref) })
 		req := &StopReplica{Header: header(b)}
-		for _, ref := range sortedRefs(m) {
-			e := m[ref]
-			req.Partitions = append(req.Partitions, StopPartition{Topic: ref.name, TopicID: ref.id, Partition: ref.part, LeaderEpoch: e.leaderEpoch, Delete: e.delete})
+		for i := 0; i < len(items); {
+			it := items[i]
+			j := i + 1
+			for ; j < len(items) && items[j].ref.id == it.ref.id && items[j].ref.part == it.ref.part; j++ {
+				it.delete = it.delete || items[j].delete
+				it.leaderEpoch = items[j].leaderEpoch
+			}
+			i = j
+			req.Partitions = append(req.Partitions, StopPartition{Topic: it.ref.name, TopicID: it.ref.id, Partition: it.ref.part, LeaderEpoch: it.leaderEpoch, Delete: it.delete})
 		}
 		get(b).StopReplica = req
 	}
@@ -301,6 +334,8 @@ func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32)
 	}
 	return parts
 }
+
+func stateRef(ps *PartitionState) partRef { return partRef{id: ps.TopicID, part: ps.Partition} }
 
 func sortStates(s []PartitionState) {
 	sort.Slice(s, func(i, j int) bool {

@@ -26,13 +26,8 @@ func (ec *eventCtx) reconcile() error {
 	live, _ := ec.liveSet()
 	var toOnline, toOffline []partRef
 	im := ec.img()
-	im.ForEachTopic(func(t *fsm.Topic) bool {
-		n := im.PartitionCount(t.ID)
-		for i := int32(0); i < n; i++ {
-			p := im.Partition(t.ID, i)
-			if p == nil {
-				continue
-			}
+	for _, t := range sortedTopics(im) {
+		im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
 			ref := partRef{id: t.ID, name: t.Name, part: i}
 			switch {
 			case p.State == rl.OfflinePartition && p.Leader != rl.NoLeader && live.Has(p.Leader):
@@ -40,9 +35,9 @@ func (ec *eventCtx) reconcile() error {
 			case p.State == rl.OnlinePartition && p.Leader == rl.NoLeader:
 				toOffline = append(toOffline, ref)
 			}
-		}
-		return true
-	})
+			return true
+		})
+	}
 	if len(toOnline)+len(toOffline) > 0 {
 		ec.log.Info("finishing partition transitions left by the previous controller", "to_online", len(toOnline), "to_offline", len(toOffline))
 	}

@@ -56,12 +56,15 @@ func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
 // as one record per topic, and their effects are planned. It returns the
 // replicas that moved.
 func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.ReplicaState) ([]replica, error) {
-	sort.Slice(replicas, func(i, j int) bool {
+	less := func(i, j int) bool {
 		if replicas[i].broker != replicas[j].broker {
 			return replicas[i].broker < replicas[j].broker
 		}
 		return lessRef(replicas[i].ref, replicas[j].ref)
-	})
+	}
+	if !sort.SliceIsSorted(replicas, less) {
+		sort.Slice(replicas, less)
+	}
 	im := ec.img()
 	var valid []replica
 	for _, r := range replicas {
@@ -172,7 +175,9 @@ func (ec *eventCtx) offlineReplicaEffect(r replica) error {
 // (a partition whose election failed stays where it was, except for the
 // last-ISR case of the Offline strategy, which commits leader -1).
 func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.PartitionState, strategy Strategy, unclean func(partRef) bool) (map[partRef]error, error) {
-	sort.Slice(refs, func(i, j int) bool { return lessRef(refs[i], refs[j]) })
+	if less := func(i, j int) bool { return lessRef(refs[i], refs[j]) }; !sort.SliceIsSorted(refs, less) {
+		sort.Slice(refs, less)
+	}
 	failed := map[partRef]error{}
 	byTopic := map[rl.TopicID][]int32{}
 	var order []rl.TopicID

@@ -192,6 +192,22 @@ func (im *Image) PartitionCount(id raftlog.TopicID) int32 {
 	return 0
 }
 
+// EachPartition implements Reader.
+func (im *Image) EachPartition(id raftlog.TopicID, fn func(int32, *Partition) bool) {
+	t := im.topics[id]
+	if t == nil {
+		return
+	}
+	for i := range t.parts {
+		if t.parts[i].State == raftlog.NonExistentPartition {
+			continue
+		}
+		if !fn(int32(i), &t.parts[i]) {
+			return
+		}
+	}
+}
+
 // NumTopics and NumPartitions count what exists.
 func (im *Image) NumTopics() int     { return len(im.topics) }
 func (im *Image) NumPartitions() int { return im.partitions }

@@ -19,6 +19,10 @@ type Reader interface {
 	ForEachTopic(fn func(*Topic) bool)
 	Partition(id rl.TopicID, p int32) *Partition
 	PartitionCount(id rl.TopicID) int32
+	// EachPartition visits the existing partitions of a topic in order
+	// until fn returns false. It is the fast way to scan: it walks the
+	// image's own slice wherever the Txn staged nothing for the topic.
+	EachPartition(id rl.TopicID, fn func(p int32, part *Partition) bool)
 	NumPartitions() int
 }
 

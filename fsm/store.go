@@ -20,6 +20,9 @@ type store interface {
 	// setPartition replaces partition p; appendPartition adds the next one.
 	setPartition(id rl.TopicID, p int32, v Partition)
 	appendPartition(id rl.TopicID, v Partition)
+	// staged reports whether a Txn (at any level) staged partitions of
+	// the topic, or the topic itself; the Image never has.
+	staged(id rl.TopicID) bool
 	broker(id int32) *Broker
 	putBroker(b *Broker)
 	deleteBroker(id int32)
@@ -60,3 +63,5 @@ func (im *Image) appendPartition(id rl.TopicID, v Partition) {
 	t := im.mutableTopic(id)
 	t.parts = append(t.parts, v)
 }
+
+func (im *Image) staged(rl.TopicID) bool { return false }

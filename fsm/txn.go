@@ -29,8 +29,9 @@ type Txn struct {
 	topics  map[rl.TopicID]*Topic // nil value: deleted in this Txn
 	names   map[string]rl.TopicID // zero id: name freed in this Txn
 	brokers map[int32]*Broker     // nil value: deleted in this Txn
-	parts   map[partKey]Partition
+	parts   map[partKey]*Partition
 	slots   map[rl.TopicID]int32
+	touched map[rl.TopicID]bool
 	ctrlSet bool
 	ctrl    [2]int32
 	delta   int
@@ -49,8 +50,9 @@ func newTxn(base store, index uint64) *Txn {
 		topics:  map[rl.TopicID]*Topic{},
 		names:   map[string]rl.TopicID{},
 		brokers: map[int32]*Broker{},
-		parts:   map[partKey]Partition{},
+		parts:   map[partKey]*Partition{},
 		slots:   map[rl.TopicID]int32{},
+		touched: map[rl.TopicID]bool{},
 	}
 }
 
@@ -80,6 +82,13 @@ func (tx *Txn) Merge(child *Txn) {
 }
 
 func (tx *Txn) absorb(c *Txn) {
+	if tx.isEmpty() {
+		// The common case of one big event: take its maps as they are.
+		tx.topics, tx.names, tx.brokers, tx.parts, tx.slots, tx.touched = c.topics, c.names, c.brokers, c.parts, c.slots, c.touched
+		tx.ctrlSet, tx.ctrl, tx.delta = c.ctrlSet, c.ctrl, c.delta
+		tx.records = append(tx.records, c.records...)
+		return
+	}
 	for k, v := range c.topics {
 		tx.topics[k] = v
 	}
@@ -95,11 +104,19 @@ func (tx *Txn) absorb(c *Txn) {
 	for k, v := range c.slots {
 		tx.slots[k] = v
 	}
+	for k := range c.touched {
+		tx.touched[k] = true
+	}
 	if c.ctrlSet {
 		tx.ctrlSet, tx.ctrl = true, c.ctrl
 	}
 	tx.delta += c.delta
 	tx.records = append(tx.records, c.records...)
+}
+
+func (tx *Txn) isEmpty() bool {
+	return len(tx.topics) == 0 && len(tx.names) == 0 && len(tx.brokers) == 0 && len(tx.parts) == 0 && len(tx.touched) == 0 &&
+		len(tx.slots) == 0 && !tx.ctrlSet && tx.delta == 0
 }
 
 // Records returns the staged records in the order they were applied.
@@ -146,12 +163,14 @@ func (tx *Txn) writableTopic(id rl.TopicID) *Topic {
 }
 
 func (tx *Txn) putTopic(t *Topic) {
+	tx.touched[t.ID] = true
 	tx.topics[t.ID] = t
 	tx.names[t.Name] = t.ID
 	tx.slots[t.ID] = 0
 }
 
 func (tx *Txn) deleteTopic(t *Topic) {
+	tx.touched[t.ID] = true
 	tx.topics[t.ID] = nil
 	tx.names[t.Name] = rl.TopicID{}
 }
@@ -164,6 +183,9 @@ func (tx *Txn) topicIDByName(name string) (rl.TopicID, bool) {
 }
 
 func (tx *Txn) partition(id rl.TopicID, p int32) *Partition {
+	if !tx.touched[id] {
+		return tx.base.partition(id, p)
+	}
 	if t, ok := tx.topics[id]; ok && t == nil {
 		return nil
 	}
@@ -171,7 +193,7 @@ func (tx *Txn) partition(id rl.TopicID, p int32) *Partition {
 		if v.State == rl.NonExistentPartition {
 			return nil
 		}
-		return &v
+		return v
 	}
 	if n, ok := tx.slots[id]; ok && p >= n {
 		return nil
@@ -189,11 +211,31 @@ func (tx *Txn) partitionSlots(id rl.TopicID) int32 {
 	return tx.base.partitionSlots(id)
 }
 
-func (tx *Txn) setPartition(id rl.TopicID, p int32, v Partition) { tx.parts[partKey{id, p}] = v }
+func (tx *Txn) setPartition(id rl.TopicID, p int32, v Partition) {
+	tx.touched[id] = true
+	tx.parts[partKey{id, p}] = &v
+}
+
+func (tx *Txn) staged(id rl.TopicID) bool { return tx.touched[id] || tx.base.staged(id) }
+
+// EachPartition implements Reader.
+func (tx *Txn) EachPartition(id rl.TopicID, fn func(int32, *Partition) bool) {
+	if !tx.staged(id) {
+		tx.base.(Reader).EachPartition(id, fn)
+		return
+	}
+	n := tx.partitionSlots(id)
+	for i := int32(0); i < n; i++ {
+		if p := tx.partition(id, i); p != nil && !fn(i, p) {
+			return
+		}
+	}
+}
 
 func (tx *Txn) appendPartition(id rl.TopicID, v Partition) {
+	tx.touched[id] = true
 	n := tx.partitionSlots(id)
-	tx.parts[partKey{id, n}] = v
+	tx.parts[partKey{id, n}] = &v
 	tx.slots[id] = n + 1
 }
 
