@@ -83,3 +83,28 @@ func BenchmarkControllerOnly(b *testing.B) {
 		b.ReportMetric(float64(time.Since(start).Milliseconds()), "fence-ms")
 	}
 }
+
+// BenchmarkFenceCompute measures only the decision of a fence (staging and
+// planning, nothing proposed) for a broker hosting 30k replicas of a
+// 100k-partition image, so the hot path can be profiled on its own.
+func BenchmarkFenceCompute(b *testing.B) {
+	h := newHarness(b)
+	for id := int32(1); id <= 10; id++ {
+		h.register(id, "")
+	}
+	h.loadImage(100_000, 10)
+	a := &activation{epoch: 1, sessions: newSessions()}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.fsm.View(func(im *fsm.Image) {
+			round := fsm.NewTxn(im, im.AppliedIndex()+1)
+			ec := &eventCtx{c: h.c, act: a, txn: round, plan: newPlan(), log: h.c.log}
+			if err := ec.fenceBroker(ec.img().Broker(2)); err != nil {
+				b.Fatal(err)
+			}
+			if ec.txn.Len() < 10_000 {
+				b.Fatalf("only %d records", ec.txn.Len())
+			}
+		})
+	}
+}

@@ -144,14 +144,31 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 	c.cfg.FSM.View(func(im *fsm.Image) {
 		txn := fsm.NewTxn(im, im.AppliedIndex()+1)
 		for _, ev := range batch {
-			child := txn.Child()
+			// The round's first event stages straight into the round's
+			// Txn (a failure then just starts the round over empty):
+			// large events come alone, and one Txn level fewer halves
+			// their lookups.
+			first := txn.Empty()
+			child := txn
+			if !first {
+				child = txn.Child()
+			}
 			ec := &eventCtx{c: c, act: a, txn: child, plan: newPlan(), now: now, log: c.log}
 			v, err := safeCompute(ev, ec)
-			sp := eventSpan{value: v, err: err, start: txn.Len()}
-			if err == nil {
+			sp := eventSpan{value: v, err: err, start: 0}
+			if !first {
+				sp.start = txn.Len()
+			}
+			switch {
+			case err == nil && first:
+				rp.merge(ec.plan)
+				sp.ok = true
+			case err == nil:
 				txn.Merge(child)
 				rp.merge(ec.plan)
 				sp.ok = true
+			case first:
+				txn = fsm.NewTxn(im, im.AppliedIndex()+1)
 			}
 			sp.end = txn.Len()
 			spans = append(spans, sp)

@@ -114,6 +114,9 @@ func (tx *Txn) absorb(c *Txn) {
 	tx.records = append(tx.records, c.records...)
 }
 
+// Empty reports whether nothing is staged.
+func (tx *Txn) Empty() bool { return tx.isEmpty() }
+
 func (tx *Txn) isEmpty() bool {
 	return len(tx.topics) == 0 && len(tx.names) == 0 && len(tx.brokers) == 0 && len(tx.parts) == 0 && len(tx.touched) == 0 &&
 		len(tx.slots) == 0 && !tx.ctrlSet && tx.delta == 0
@@ -213,7 +216,12 @@ func (tx *Txn) partitionSlots(id rl.TopicID) int32 {
 
 func (tx *Txn) setPartition(id rl.TopicID, p int32, v Partition) {
 	tx.touched[id] = true
-	tx.parts[partKey{id, p}] = &v
+	k := partKey{id, p}
+	if cur, ok := tx.parts[k]; ok {
+		*cur = v // this Txn's own copy: overwrite rather than allocate
+		return
+	}
+	tx.parts[k] = &v
 }
 
 func (tx *Txn) staged(id rl.TopicID) bool { return tx.touched[id] || tx.base.staged(id) }
