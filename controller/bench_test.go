@@ -113,9 +113,6 @@ func loadImage(b *testing.B, c *nodeCluster, partitions int, brokers int32) {
 		if len(batch) >= 20_000 {
 			flush()
 		}
-		if tn%1000 == 999 {
-			b.Logf("loaded %d partitions (%v)", (tn+1)*perTopic, time.Since(start).Round(time.Millisecond))
-		}
 	}
 	flush()
 	c.converged(5 * time.Minute)
@@ -232,7 +229,7 @@ func BenchmarkFailover(b *testing.B) {
 				c, _ := benchCluster(b, 10, 0)
 				loadImage(b, c, parts, 10)
 				var ready, election []time.Duration
-				for round := 0; round < 5; round++ {
+				for round := 0; round < 9; round++ {
 					idx, _ := c.active(10 * time.Second)
 					stopped := time.Now()
 					c.stop(idx)

@@ -123,6 +123,7 @@ func (ec *eventCtx) heartbeat(hb Heartbeat) (any, error) {
 		s.needCatchUp[b.ID] = false
 	}
 	caughtUp := hb.MetadataOffset >= uint64(b.Epoch)
+	stillLeads := false
 	switch {
 	case hb.WantFence && !b.Fenced:
 		ec.log.Info("broker asked to be fenced", "broker", b.ID)
@@ -130,9 +131,11 @@ func (ec *eventCtx) heartbeat(hb Heartbeat) (any, error) {
 			return nil, err
 		}
 	case hb.WantShutDown:
-		if err := ec.controlledShutdown(b); err != nil {
+		leads, err := ec.controlledShutdown(b)
+		if err != nil {
 			return nil, err
 		}
+		stillLeads = leads
 	case b.Fenced && caughtUp && !hb.WantFence:
 		if err := ec.unfenceBroker(b, hb.MetadataOffset); err != nil {
 			return nil, err
@@ -141,7 +144,7 @@ func (ec *eventCtx) heartbeat(hb Heartbeat) (any, error) {
 	now := ec.img().Broker(b.ID)
 	resp := HeartbeatResponse{IsCaughtUp: caughtUp, IsFenced: now.Fenced}
 	if hb.WantShutDown {
-		resp.ShouldShutDown = !ec.leadsAnything(b.ID)
+		resp.ShouldShutDown = !stillLeads
 	}
 	return resp, nil
 }
@@ -276,10 +279,10 @@ func (ec *eventCtx) unfenceBroker(b *fsm.Broker, offset uint64) error {
 // (ControlledShutdown strategy) and takes its follower replicas offline.
 // A partition no other ISR member can lead is left with no leader and its
 // ISR kept, so the broker leads nothing and may stop.
-func (ec *eventCtx) controlledShutdown(b *fsm.Broker) error {
+func (ec *eventCtx) controlledShutdown(b *fsm.Broker) (stillLeads bool, err error) {
 	if !b.ShuttingDown {
 		if err := ec.stageEach(&rl.BrokerShutdown{BrokerID: b.ID, BrokerEpoch: b.Epoch}); err != nil {
-			return err
+			return false, err
 		}
 		ec.log.Info("controlled shutdown requested", "broker", b.ID)
 		ec.plan.umAll = true
@@ -288,14 +291,14 @@ func (ec *eventCtx) controlledShutdown(b *fsm.Broker) error {
 	if len(led) > 0 {
 		failed, err := ec.handlePartitionStateChanges(led, rl.OnlinePartition, ControlledShutdownElection, nil)
 		if err != nil {
-			return err
+			return false, err
 		}
 		var stuck []partRef
 		for ref := range failed {
 			stuck = append(stuck, ref)
 		}
 		if err := ec.dropLeadership(stuck); err != nil {
-			return err
+			return false, err
 		}
 	}
 	var followers []replica
@@ -310,10 +313,15 @@ func (ec *eventCtx) controlledShutdown(b *fsm.Broker) error {
 	}
 	if len(followers) > 0 {
 		if _, err := ec.handleReplicaStateChanges(followers, rl.OfflineReplica); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	for _, ref := range led {
+		if p := ec.img().Partition(ref.id, ref.part); p != nil && p.Leader == b.ID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // dropLeadership sets leader -1 (ISR kept) on partitions whose leader must
@@ -375,18 +383,6 @@ func sortedTopics(im fsm.Reader) []*fsm.Topic {
 	return out
 }
 
-func (ec *eventCtx) leadsAnything(id int32) bool {
-	im := ec.img()
-	found := false
-	im.ForEachTopic(func(t *fsm.Topic) bool {
-		im.EachPartition(t.ID, func(_ int32, p *fsm.Partition) bool {
-			found = p.Leader == id
-			return !found
-		})
-		return !found
-	})
-	return found
-}
 
 // uncleanAllowed reads the topic's unclean.leader.election.enable.
 func (ec *eventCtx) uncleanAllowed(ref partRef) bool {

@@ -196,8 +196,9 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		return h
 	}
 
-	var shared []PartitionState
-	for _, ref := range sortedUnique(p.um) {
+	umRefs := sortedUnique(p.um)
+	shared := make([]PartitionState, 0, len(umRefs))
+	for _, ref := range umRefs {
 		if ps, ok := partitionState(im, ref); ok {
 			shared = append(shared, ps)
 		}
@@ -209,7 +210,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		if less := func(i, j int) bool { return lessRef(items[i].ref, items[j].ref) }; !sort.SliceIsSorted(items, less) {
 			sort.Slice(items, less)
 		}
-		req := &LeaderAndIsr{Header: header(b)}
+		req := &LeaderAndIsr{Header: header(b), Partitions: make([]PartitionState, 0, len(items))}
 		leaders := map[int32]bool{}
 		for i := 0; i < len(items); {
 			ref, isNew := items[i].ref, items[i].isNew
@@ -265,7 +266,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 
 	for b, items := range p.stop {
 		sort.SliceStable(items, func(i, j int) bool { return lessRef(items[i].ref, items[j].ref) })
-		req := &StopReplica{Header: header(b)}
+		req := &StopReplica{Header: header(b), Partitions: make([]StopPartition, 0, len(items))}
 		for i := 0; i < len(items); {
 			it := items[i]
 			j := i + 1
