@@ -383,7 +383,6 @@ func sortedTopics(im fsm.Reader) []*fsm.Topic {
 	return out
 }
 
-
 // uncleanAllowed reads the topic's unclean.leader.election.enable.
 func (ec *eventCtx) uncleanAllowed(ref partRef) bool {
 	t := ec.img().Topic(ref.id)
