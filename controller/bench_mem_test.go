@@ -10,20 +10,14 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
-// memImage loads a steady-state image (see loadImage) into a harness's FSM.
-func (h *harness) loadImage(partitions int, brokers int32) {
+// steadyStateImage produces the records of a cluster in steady state:
+// topics of 100 partitions, replication factor 3 over brokers 1..brokers,
+// every partition online with a full ISR. Partition p of topic t has
+// replicas starting at broker (t*100+p) mod brokers, so each broker leads
+// the same share. emit receives batches of about 20k records.
+func steadyStateImage(partitions int, brokers int32, emit func([]rl.Record)) {
 	const perTopic = 100
 	var batch []rl.Record
-	flush := func() {
-		data, err := rl.EncodeBatch(batch)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if res := h.log.Apply(data, time.Minute).Response().(*fsm.ApplyResult); res.Err() != nil {
-			h.t.Fatal(res.Err())
-		}
-		batch = batch[:0]
-	}
 	for tn := 0; tn*perTopic < partitions; tn++ {
 		var id rl.TopicID
 		id[0], id[1], id[2], id[15] = byte(tn>>16), byte(tn>>8), byte(tn), 0xbe
@@ -46,12 +40,26 @@ func (h *harness) loadImage(partitions int, brokers int32) {
 		batch = append(batch, &rl.PartitionStateChange{TopicID: id, State: rl.OnlinePartition, Partitions: pids},
 			&rl.ReplicaStateChange{TopicID: id, State: rl.OnlineReplica, Replicas: refs})
 		if len(batch) >= 20_000 {
-			flush()
+			emit(batch)
+			batch = nil
 		}
 	}
 	if len(batch) > 0 {
-		flush()
+		emit(batch)
 	}
+}
+
+// loadImage commits a steady-state image to the harness's in-memory log.
+func (h *harness) loadImage(partitions int, brokers int32) {
+	steadyStateImage(partitions, brokers, func(batch []rl.Record) {
+		data, err := rl.EncodeBatch(batch)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if res := h.log.Apply(data, time.Minute).Response().(*fsm.ApplyResult); res.Err() != nil {
+			h.t.Fatal(res.Err())
+		}
+	})
 }
 
 // BenchmarkControllerOnly measures the controller's own work, over the
