@@ -47,9 +47,9 @@ func rawRaftFloor(b *testing.B, c *nodeCluster, n int) time.Duration {
 	_, node := c.active(time.Second)
 	// One topic to hang the entries on, so the FSM accepts each of them.
 	id := rl.TopicID{0xff, 0xf1}
-	if node.FSM.AppliedIndex() > 0 {
-		setup, _ := rl.EncodeBatch([]rl.Record{&rl.Topic{TopicID: id, Name: "raft-floor"}})
-		_ = node.Voter.Raft().Apply(setup, 5*time.Second).Error()
+	setup, _ := rl.EncodeBatch([]rl.Record{&rl.Topic{TopicID: id, Name: "raft-floor"}})
+	if err := node.Voter.Raft().Apply(setup, 5*time.Second).Error(); err != nil {
+		b.Fatal(err)
 	}
 	data, _ := rl.EncodeBatch([]rl.Record{&rl.TopicConfig{TopicID: id, Key: "retention.ms", Value: "86400000123456789012345678901234567890123456789012345678901234567890"}})
 	var samples []time.Duration
