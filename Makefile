@@ -43,3 +43,14 @@ deps:
 
 clean:
 	rm -rf bin
+
+## jepsen: the jepsen-style run against the built binary; DURATION, SEED (0: random, printed),
+## NEMESIS (all, none, process, partition, broker or a list of kinds), JEPSEN_REPORT (report folders)
+DURATION      ?= 5m
+SEED          ?= 0
+NEMESIS       ?= all
+JEPSEN_REPORT ?= $(or $(TMPDIR),/tmp)/ctrlquorum-jepsen
+.PHONY: jepsen
+jepsen:
+	$(GO) test ./integration/jepsen -run '^TestJepsen$$' -count=1 -v -timeout 2h \
+		-args -duration=$(DURATION) -seed=$(SEED) -nemesis=$(NEMESIS) -report=$(JEPSEN_REPORT)

@@ -6,6 +6,7 @@ set -u
 need=()
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper) # pulls default-jre-headless
 
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then

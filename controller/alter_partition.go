@@ -89,6 +89,7 @@ func (ec *eventCtx) alterPartition(req AlterPartitionRequest) ([]AlterPartitionR
 			ec.plan.leaderAndIsr(ref, liveOf(p.Replicas, live), false)
 			ec.log.Debug("ISR changed by the leader", "topic", ref.name, "partition", ref.part, "leader", p.Leader,
 				"from", p.ISR, "to", item.NewISR)
+			ec.reassignmentISRChanged(ref)
 		}
 		// The partition as staged is exactly what commits: the FSM runs
 		// the same apply on the same image.

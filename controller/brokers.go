@@ -239,6 +239,7 @@ func (ec *eventCtx) unfenceBroker(b *fsm.Broker, offset uint64) error {
 	ec.log.Info("broker caught up: unfenced", "broker", b.ID, "epoch", b.Epoch)
 	ec.plan.umAll = true
 	ec.plan.catchUp[b.ID] = offset
+	ec.brokerReturned(b.ID)
 	_, hosted := ec.partitionsOf(b.ID)
 	var toOnline []replica
 	var leaderless []partRef

@@ -32,6 +32,8 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// QueueSize is the capacity of the event queue.
 	QueueSize int
+	// Observer, if set, is told about every committed round (metrics).
+	Observer Observer
 }
 
 func (c *Config) setDefaults() {
@@ -108,6 +110,8 @@ func New(cfg Config) *Controller {
 		cfg:    cfg,
 		log:    cfg.Logger.Named("controller"),
 		events: make(chan *event, cfg.QueueSize),
+		// Deletions and reassignments carry on after a failover.
+		resumers: standardResumers(),
 	}
 }
 

@@ -35,10 +35,10 @@ func (c *Controller) NodeID() int32 { return c.cfg.NodeID }
 // Topics are staged a few at a time, each event kept under half an entry
 // so a topic's records are not spread over many log entries. When topics
 // were imported, a last event settles them as an active controller would
-// have: partitions led by a broker that is not live are re-elected with
-// the Offline strategy (the broker-failure transitions a ZooKeeper-era
-// controller may have died before running), partitions that had no
-// leader-and-ISR yet are brought online like new ones, and then the
+// have: partitions that had no leader-and-ISR yet are brought online like
+// new ones, the broker-failure transitions run for brokers that are not
+// live (those a ZooKeeper-era controller may have died before running),
+// partitions without a leader get an Offline election, and then the
 // activation's reconcile and resumers run (pending deletions and
 // reassignments carry on).
 func (c *Controller) Import(ctx context.Context, records []rl.Record) (uint64, error) {
@@ -317,6 +317,27 @@ func (ec *eventCtx) settleImport(topics []*importTopic) error {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, b := range ids {
 		if err := ec.offlineBrokerReplicas(b); err != nil {
+			return err
+		}
+	}
+	// Partitions left without a leader get an election, as a ZooKeeper-era
+	// controller ran for every offline partition when it took over; those
+	// with no live ISR member stay offline, their ISR kept.
+	var offline []partRef
+	for _, it := range topics {
+		t := ec.img().Topic(it.id)
+		if t == nil || t.Deleting {
+			continue
+		}
+		ec.img().EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
+			if p.State == rl.OfflinePartition {
+				offline = append(offline, partRef{id: t.ID, name: t.Name, part: i})
+			}
+			return true
+		})
+	}
+	if len(offline) > 0 {
+		if _, err := ec.handlePartitionStateChanges(offline, rl.OnlinePartition, OfflineElection, ec.uncleanAllowed); err != nil {
 			return err
 		}
 	}

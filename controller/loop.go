@@ -193,6 +193,7 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 		}
 		return rest, err
 	}
+	c.observeRound(batch[:len(spans)], now, computeStart, proposeStart, committed, len(records), len(indexes))
 	last := c.cfg.FSM.AppliedIndex()
 	if n := len(indexes); n > 0 {
 		last = indexes[n-1]

@@ -71,6 +71,9 @@ package controller
 //	    Prints brokers and the partitions of topics T (default all) from
 //	    the committed image. Sends nothing.
 //
+// Commands registered in scenarioCommands by other files are documented
+// there (topic deletion, reassignment and elections: scenario_ops_test.go).
+//
 // # Output
 //
 // After each command the runner waits until the controller is idle and
@@ -142,6 +145,10 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
+
+// scenarioCommands holds commands that other test files add to the
+// scenario language, by name.
+var scenarioCommands = map[string]func(s *scenario, a *scenarioArgs) ([]string, error){}
 
 var rewriteScenarios = flag.Bool("rewrite", false, "write the actual output of scenario scripts into testdata/scenarios instead of comparing")
 
@@ -400,7 +407,11 @@ func (s *scenario) run(c *scenarioCase) []string {
 	case "show":
 		result = s.show(a.positional)
 	default:
-		err = fmt.Errorf("unknown command %q", fields[0])
+		if cmd, ok := scenarioCommands[fields[0]]; ok {
+			result, err = cmd(s, a)
+		} else {
+			err = fmt.Errorf("unknown command %q", fields[0])
+		}
 	}
 	if err != nil {
 		s.t.Fatalf("line %d: %s: %v", c.line, c.cmd, err)

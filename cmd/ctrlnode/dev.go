@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,107 +15,184 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/ctrlquorum/ctrlquorum/controller"
-	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/server"
 )
 
-// devPorts are the fixed raft ports of dev mode, so a restart finds the
-// same quorum it bootstrapped.
-var devPorts = []int{19091, 19092, 19093}
+// Dev mode's fixed layout. Ports are offsets from --port (default 19092),
+// so a restart finds the quorum it bootstrapped:
+//
+//	Kafka listeners of voters 1001-1003   port+0 .. port+2   (the bootstrap address is port+0)
+//	raft of voters 1001-1003              port+100 .. +102
+//	HTTP endpoints of voters 1001-1003    port+200 .. +202
+//	broker agents 1-3                     port+300 .. +302
+//
+// Data: <data>/voter-1001 .. voter-1003, one raft log each.
+const (
+	devDefaultPort  = 19092
+	devFirstVoterID = 1001
+	devVoters       = 3
+	devBrokers      = 3
+)
+
+type devLayout struct {
+	host string
+	port int
+}
+
+func (l devLayout) addr(offset, i int) string {
+	return net.JoinHostPort(l.host, strconv.Itoa(l.port+offset+i))
+}
+func (l devLayout) listener(i int) string { return l.addr(0, i) }
+func (l devLayout) raft(i int) string     { return l.addr(100, i) }
+func (l devLayout) http(i int) string     { return l.addr(200, i) }
+func (l devLayout) broker(i int) string   { return l.addr(300, i) }
+
+func (l devLayout) voters() []server.VoterPeer {
+	var out []server.VoterPeer
+	for i := 0; i < devVoters; i++ {
+		out = append(out, server.VoterPeer{ID: int32(devFirstVoterID + i), Raft: l.raft(i), Listener: l.listener(i)})
+	}
+	return out
+}
 
 func runDev(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data", "./ctrlnode-data", "folder for the voters' data; kept between runs")
-	host := fs.String("host", "127.0.0.1", "loopback address the voters bind")
+	host := fs.String("host", "127.0.0.1", "loopback address the voters and brokers bind")
+	port := fs.Int("port", devDefaultPort, "first port: Kafka listeners at port..port+2, raft at +100, HTTP at +200, brokers at +300")
 	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	session := fs.Duration("session-timeout", 9*time.Second, "broker session timeout")
+	pprof := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the voters' HTTP endpoints")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ctrlnode dev [flags]")
-		fmt.Fprintln(stderr, "\nRuns three controller voters and three simulated brokers in this process.")
-		fmt.Fprintln(stderr, "Ctrl-C stops them cleanly; starting again resumes from the data folder.")
-		fmt.Fprintln(stderr)
+		fmt.Fprintln(fs.Output(), "usage: ctrlnode dev [flags]")
+		fmt.Fprint(fs.Output(), `
+Runs three controller voters (ids 1001-1003) and three simulated brokers
+(ids 1-3) in this process on localhost, with the voters' data in --data.
+Ctrl-C stops them cleanly; starting again resumes from the data folder.
+Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
+
+`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
 	}
 	if ip := net.ParseIP(*host); ip == nil || !ip.IsLoopback() {
 		fmt.Fprintf(stderr, "ctrlnode dev: --host %q is not a loopback address\n", *host)
 		return 2
 	}
+	if *port < 1 || *port+302 > 65535 {
+		fmt.Fprintf(stderr, "ctrlnode dev: --port %d: want 1 to 65233 (ports up to --port+302 are used)\n", *port)
+		return 2
+	}
+	if *session < 100*time.Millisecond {
+		fmt.Fprintf(stderr, "ctrlnode dev: --session-timeout %v is below 100ms\n", *session)
+		return 2
+	}
+	switch *logLevel {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		fmt.Fprintf(stderr, "ctrlnode dev: --log-level %q is not one of trace, debug, info, warn, error\n", *logLevel)
+		return 2
+	}
+	if st, err := os.Stat(*dataDir); err == nil && !st.IsDir() {
+		fmt.Fprintf(stderr, "ctrlnode dev: --data %s is a file, not a folder\n", *dataDir)
+		return 2
+	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "ctrlnode", Level: hclog.LevelFromString(*logLevel), Output: stderr})
+	lay := devLayout{host: *host, port: *port}
+	if _, err := os.Stat(filepath.Join(*dataDir, "voter-1")); err == nil {
+		fmt.Fprintf(stdout, "note: %s holds data of the older dev layout (voter-1..3); it is left alone and not used\n", *dataDir)
+	}
 
-	var peers []controller.Peer
-	for i, p := range devPorts {
-		peers = append(peers, controller.Peer{ID: int32(i + 1), Addr: net.JoinHostPort(*host, strconv.Itoa(p))})
-	}
-	var nodes []*controller.Node
-	stopAll := func() {
-		for _, n := range nodes {
-			_ = n.Shutdown()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+
+	var voters, brokers []*server.Server
+	stopAll := func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, b := range brokers {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = b.Stop(ctx) }()
+		}
+		wg.Wait()
+		// Every voter stops: no leadership to hand over.
+		for _, v := range voters {
+			_ = v.Close()
 		}
 	}
-	for _, p := range peers {
-		dir := filepath.Join(*dataDir, fmt.Sprintf("voter-%d", p.ID))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			fmt.Fprintf(stderr, "ctrlnode dev: %v\n", err)
-			stopAll()
-			return 1
-		}
-		n, err := controller.StartNode(controller.NodeConfig{
-			NodeID: p.ID, RaftAddr: p.Addr, DataDir: dir, Peers: peers,
-			Logger: logger, SessionTimeout: *session,
+	for i, vp := range lay.voters() {
+		dir := filepath.Join(*dataDir, fmt.Sprintf("voter-%d", vp.ID))
+		s, err := server.Start(server.Config{
+			NodeID: vp.ID, Voter: true, RaftAddr: vp.Raft, Listener: vp.Listener, ListenerAdvertise: vp.Listener,
+			Voters: lay.voters(), DataDir: dir, SessionTimeout: *session, HTTPAddr: lay.http(i), Pprof: *pprof,
+			Logger: logger,
 		})
 		if err != nil {
-			fmt.Fprintf(stderr, "ctrlnode dev: %v\n", err)
-			stopAll()
+			fmt.Fprintf(stderr, "ctrlnode dev: voter %d: %v\n", vp.ID, err)
+			stopAll(context.Background())
 			return 1
 		}
-		nodes = append(nodes, n)
+		voters = append(voters, s)
 	}
 	fmt.Fprintf(stdout, "ctrlquorum dev: three voters, data in %s\n", *dataDir)
-	for _, p := range peers {
-		fmt.Fprintf(stdout, "  voter %d  raft %s\n", p.ID, p.Addr)
+	for i, vp := range lay.voters() {
+		fmt.Fprintf(stdout, "  voter %d  raft %s  kafka %s  http http://%s\n", vp.ID, vp.Raft, vp.Listener, lay.http(i))
 	}
+	hb := min(*session/4, 2*time.Second)
+	for i := 0; i < devBrokers; i++ {
+		id := int32(i + 1)
+		s, err := server.Start(server.Config{
+			NodeID: id, Broker: true, BrokerID: id, BrokerListener: lay.broker(i), Voters: lay.voters(),
+			SessionTimeout: *session, HeartbeatInterval: hb, Logger: logger.Named(fmt.Sprintf("broker-%d", id)),
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "ctrlnode dev: broker %d: %v\n", id, err)
+			stopAll(context.Background())
+			return 1
+		}
+		brokers = append(brokers, s)
+		fmt.Fprintf(stdout, "  broker %d  %s\n", id, s.Agent.Addr())
+	}
+	boot := lay.listener(0)
+	fmt.Fprintf(stdout, "\nbootstrap: %s\n", boot)
+	flagBoot := ""
+	if *port != devDefaultPort || *host != "127.0.0.1" {
+		flagBoot = " --bootstrap " + boot
+	}
+	fmt.Fprintln(stdout, "try:")
+	fmt.Fprintf(stdout, "  ctrlnode topics create%s --topic demo --partitions 6 --replication-factor 3\n", flagBoot)
+	fmt.Fprintf(stdout, "  ctrlnode topics describe%s --topic demo\n", flagBoot)
+	fmt.Fprintf(stdout, "  ctrlnode quorum status%s\n", flagBoot)
+	fmt.Fprintf(stdout, "  curl -s http://%s/metrics | grep ^kafka_controller\n", lay.http(0))
+	fmt.Fprintln(stdout, "Ctrl-C stops; starting again keeps the state.")
 
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	var wg sync.WaitGroup
-	for id := int32(1); id <= 3; id++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			simulateBroker(ctx, nodes, id, *session, logger.Named(fmt.Sprintf("broker-%d", id)))
-		}()
-	}
-	go reportLeader(ctx, nodes, stdout)
-	<-ctx.Done()
-	fmt.Fprintln(stdout, "stopping…")
-	wg.Wait()
-	stopAll()
+	ctx, cancel := context.WithCancel(context.Background())
+	go reportDevLeader(ctx, voters, stdout)
+	sig := <-sigs
+	cancel()
+	fmt.Fprintf(stdout, "stopping (%v)…\n", sig)
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stopCancel()
+	go func() {
+		select {
+		case <-sigs:
+			fmt.Fprintln(stderr, "ctrlnode dev: second signal: stopping now")
+			os.Exit(1)
+		case <-stopCtx.Done():
+		}
+	}()
+	stopAll(stopCtx)
 	fmt.Fprintln(stdout, "stopped")
 	return 0
 }
 
-// activeNode returns the node whose controller is active, or nil.
-func activeNode(nodes []*controller.Node) *controller.Node {
-	for _, n := range nodes {
-		if ok, _ := n.Controller.Active(); ok {
-			return n
-		}
-	}
-	return nil
-}
-
-func reportLeader(ctx context.Context, nodes []*controller.Node, out io.Writer) {
+func reportDevLeader(ctx context.Context, voters []*server.Server, out io.Writer) {
 	var last int32 = -1
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
@@ -124,52 +200,11 @@ func reportLeader(ctx context.Context, nodes []*controller.Node, out io.Writer) 
 			return
 		case <-t.C:
 		}
-		for i, n := range nodes {
-			if ok, epoch := n.Controller.Active(); ok && epoch != last {
+		for _, v := range voters {
+			if ok, epoch := v.Node.Controller.Active(); ok && epoch != last {
 				last = epoch
-				fmt.Fprintf(out, "active controller: voter %d, controller epoch %d\n", i+1, epoch)
+				fmt.Fprintf(out, "active controller: voter %d, controller epoch %d\n", v.Cfg().NodeID, epoch)
 			}
 		}
-	}
-}
-
-// simulateBroker registers a broker with the active controller and
-// heartbeats until ctx ends. Each run is a new incarnation.
-func simulateBroker(ctx context.Context, nodes []*controller.Node, id int32, session time.Duration, log hclog.Logger) {
-	inc := rl.IncarnationID{byte(id)}
-	binaryTime := time.Now().UnixNano()
-	for i := 0; i < 8; i++ {
-		inc[8+i] = byte(binaryTime >> (8 * i))
-	}
-	var epoch int64 = -1
-	t := time.NewTicker(session / 6)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n := activeNode(nodes)
-		if n == nil {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if epoch < 0 {
-			e, err := n.Controller.RegisterBroker(cctx, controller.BrokerRegistration{BrokerID: id, IncarnationID: inc,
-				Endpoints: []rl.Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: uint16(29091 + id)}}})
-			if err != nil {
-				log.Debug("registration failed; retrying", "error", err)
-			} else {
-				epoch = e
-				log.Info("registered", "epoch", e)
-			}
-		} else {
-			_, err := n.Controller.Heartbeat(cctx, controller.Heartbeat{BrokerID: id, BrokerEpoch: epoch, MetadataOffset: n.FSM.AppliedIndex()})
-			if errors.Is(err, kerr.StaleBrokerEpoch) || errors.Is(err, kerr.BrokerIDNotRegistered) {
-				epoch = -1 // replaced or forgotten: register again
-			}
-		}
-		cancel()
 	}
 }

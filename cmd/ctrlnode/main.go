@@ -1,9 +1,17 @@
-// Command ctrlnode runs ctrlquorum controller voters.
+// Command ctrlnode runs ctrlquorum nodes and administers a cluster.
 //
-//	ctrlnode dev     three voters and simulated brokers on localhost
-//	ctrlnode help    this text
+//	ctrlnode dev         three voters and three simulated brokers on localhost
+//	ctrlnode run         one node from a config file, the environment and flags
+//	ctrlnode topics      create, list, describe, delete, add-partitions, alter-config
+//	ctrlnode elect       preferred or unclean leader election
+//	ctrlnode reassign    execute, list, cancel, verify, generate partition reassignments
+//	ctrlnode brokers     list the brokers with their fenced and shutting-down state
+//	ctrlnode quorum      the controller quorum's leader, epoch, commit index and lag
+//	ctrlnode state-hash  each voter's state hash, compared
+//	ctrlnode bench       the controller's benchmark scenarios, as one table
 //
-// Every command takes --help.
+// Every command takes --help. Admin commands speak the Kafka protocol to
+// --bootstrap and print a table, or JSON with --json.
 package main
 
 import (
@@ -21,6 +29,14 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"dev", "run three voters and three simulated brokers on localhost", runDev},
+		{"run", "run one node (voter, broker or both) from a config file, the environment and flags", runRun},
+		{"topics", "create, list, describe, delete, add-partitions, alter-config", runTopics},
+		{"elect", "preferred or unclean leader election for all or listed partitions", runElect},
+		{"reassign", "execute, list, cancel, verify or generate partition reassignments", runReassign},
+		{"brokers", "list the brokers with their fenced and shutting-down state", runBrokers},
+		{"quorum", "the quorum's leader, epoch, commit index and per-voter lag", runQuorum},
+		{"state-hash", "each voter's state hash and index, compared", runStateHash},
+		{"bench", "the benchmark scenarios as one table, with the raw-raft floor", runBench},
 	}
 }
 
@@ -29,10 +45,18 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'ctrlnode <command> --help' for a command's flags.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit codes of the admin commands:")
+	fmt.Fprintln(w, "  0  success")
+	fmt.Fprintln(w, "  1  the cluster refused all or part of the request (each failure is printed)")
+	fmt.Fprintln(w, "  2  bad usage: unknown command or flag, missing or invalid argument")
+	fmt.Fprintln(w, "  3  the cluster could not be reached or did not answer in time")
+	fmt.Fprintln(w, "  4  not there yet: reassign verify found reassignments in progress,")
+	fmt.Fprintln(w, "     state-hash found voters at different indexes")
 }
 
 func main() {
@@ -46,6 +70,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help", "-h", "--help", "-help":
+		if len(args) > 1 {
+			for _, c := range commands() {
+				if c.name == args[1] {
+					return c.run([]string{"--help"}, stdout, stdout)
+				}
+			}
+		}
 		usage(stdout)
 		return 0
 	}

@@ -1,0 +1,422 @@
+// Package benchkit runs the controller's benchmark scenarios against three
+// voters in this process, and reports each figure next to the raw raft
+// floor measured on the same cluster in the same run:
+//
+//   - topic creation rate through the Kafka listener (CreateTopics from a
+//     Kafka client, one-partition topics of replication factor 3);
+//   - controlled shutdown of a broker that leads a tenth of N partitions:
+//     from the broker's request to the controller's answer that it may
+//     stop (every record committed, every control request handed over);
+//   - broker failure at N partitions: the round that fences a broker
+//     whose session expired, from its start to its commit;
+//   - failover against N: from raft reporting the new leader to the new
+//     controller being ready (ControllerEpoch committed, catch-up queued).
+//     Raft's own election time is reported on a line of its own: its
+//     randomized timeout would swamp any comparison between sizes.
+//
+// The voters share the machine's cores with the benchmark and with each
+// other; the report says how many there are. Figures are medians over
+// Config.Runs fresh clusters (and, for failover, over several failovers
+// per cluster).
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ctrlquorum/ctrlquorum/controller"
+)
+
+// Config sets the sizes of a run. Zero values take the defaults.
+type Config struct {
+	// Partitions are the image sizes N of the per-size scenarios.
+	// Default 10 000 and 100 000.
+	Partitions []int
+	// Brokers in the cluster (replication factor 3). Default 10.
+	Brokers int
+	// Topics created in the topic-creation scenario. Default 2000.
+	Topics int
+	// TopicsPerRequest and InFlight shape the CreateTopics traffic.
+	// Defaults 50 and 8.
+	TopicsPerRequest, InFlight int
+	// FailoverRounds per cluster. Default 5.
+	FailoverRounds int
+	// FloorSamples is how many sequential raw raft commits the floor is
+	// the median of. Default 50.
+	FloorSamples int
+	// Runs is how many fresh clusters each per-size scenario runs on.
+	// Default 1.
+	Runs int
+	// SessionTimeout of the brokers. Default 3 s.
+	SessionTimeout time.Duration
+	// Dir holds the voters' data; default a temporary folder, removed
+	// afterwards.
+	Dir string
+	// Progress, if set, receives a line when a phase starts and at
+	// least every ProgressEvery during long phases.
+	Progress      func(string)
+	ProgressEvery time.Duration
+	Logger        hclog.Logger
+}
+
+func (c *Config) defaults() {
+	if len(c.Partitions) == 0 {
+		c.Partitions = []int{10_000, 100_000}
+	}
+	if c.Brokers <= 0 {
+		c.Brokers = 10
+	}
+	if c.Topics <= 0 {
+		c.Topics = 2000
+	}
+	if c.TopicsPerRequest <= 0 {
+		c.TopicsPerRequest = 50
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = 8
+	}
+	if c.FailoverRounds <= 0 {
+		c.FailoverRounds = 5
+	}
+	if c.FloorSamples <= 0 {
+		c.FloorSamples = 50
+	}
+	if c.Runs <= 0 {
+		c.Runs = 1
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 3 * time.Second
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Progress == nil {
+		c.Progress = func(string) {}
+	}
+}
+
+// Result is one line of the report.
+type Result struct {
+	Scenario   string  `json:"scenario"`
+	Partitions int     `json:"partitions,omitempty"`
+	Value      float64 `json:"value"`
+	Unit       string  `json:"unit"` // "ms" or "topics/s"
+	// Samples are the individual measurements the value is the median of.
+	Samples []float64 `json:"samples"`
+	// FloorMs is the raw raft floor of the clusters the samples come from
+	// (median), and Ratio the value over it: for a time, how many floor
+	// commits it lasts; for a rate, how many items per floor commit.
+	FloorMs float64 `json:"raft_floor_ms"`
+	Ratio   float64 `json:"floor_ratio"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	CPUs       int           `json:"cpus"`
+	GOMAXPROCS int           `json:"gomaxprocs"`
+	Voters     int           `json:"voters"`
+	Brokers    int           `json:"brokers"`
+	Runs       int           `json:"runs"`
+	Took       time.Duration `json:"took_ns"`
+	Results    []Result      `json:"results"`
+}
+
+type sample struct {
+	v, floorMs float64
+	note       string
+}
+
+type collector struct {
+	mu    sync.Mutex
+	order []string
+	data  map[string][]sample
+	meta  map[string]Result
+}
+
+func (c *collector) add(key string, meta Result, s sample) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.data == nil {
+		c.data, c.meta = map[string][]sample{}, map[string]Result{}
+	}
+	if _, ok := c.data[key]; !ok {
+		c.order = append(c.order, key)
+		c.meta[key] = meta
+	}
+	c.data[key] = append(c.data[key], s)
+}
+
+func medianF(s []float64) float64 {
+	s = append([]float64(nil), s...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func (c *collector) results() []Result {
+	var out []Result
+	for _, k := range c.order {
+		r := c.meta[k]
+		var vals, floors []float64
+		for _, s := range c.data[k] {
+			vals = append(vals, s.v)
+			floors = append(floors, s.floorMs)
+			if s.note != "" {
+				r.Note = s.note
+			}
+		}
+		r.Samples = vals
+		r.Value = medianF(vals)
+		r.FloorMs = medianF(floors)
+		if r.FloorMs > 0 {
+			if r.Unit == "topics/s" {
+				r.Ratio = r.Value * r.FloorMs / 1000
+			} else {
+				r.Ratio = r.Value / r.FloorMs
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Run runs every scenario.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg.defaults()
+	start := time.Now()
+	rep := Report{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Voters: 3, Brokers: cfg.Brokers, Runs: cfg.Runs}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "ctrlnode-bench-")
+		if err != nil {
+			return rep, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	var col collector
+	total := cfg.Runs * (1 + len(cfg.Partitions))
+	step := 0
+	phase := func(format string, args ...any) {
+		cfg.Progress(fmt.Sprintf("[%s] ", time.Since(start).Round(time.Second)) + fmt.Sprintf(format, args...))
+	}
+	for run := 1; run <= cfg.Runs; run++ {
+		step++
+		phase("(%d/%d) run %d: topic creation through the listener, %d topics", step, total, run, cfg.Topics)
+		if err := topicCreation(ctx, cfg, fmt.Sprintf("%s/run%d-topics", dir, run), &col, phase); err != nil {
+			return rep, fmt.Errorf("topic creation: %w", err)
+		}
+		for _, n := range cfg.Partitions {
+			step++
+			phase("(%d/%d) run %d: %d partitions", step, total, run, n)
+			if err := perSize(ctx, cfg, fmt.Sprintf("%s/run%d-%d", dir, run, n), n, &col, phase); err != nil {
+				return rep, fmt.Errorf("%d partitions: %w", n, err)
+			}
+		}
+	}
+	rep.Results = col.results()
+	rep.Took = time.Since(start)
+	return rep, nil
+}
+
+// perSize runs the scenarios that depend on the image size on a fresh
+// cluster: controlled shutdown, broker failure, failover.
+func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector, phase func(string, ...any)) error {
+	obs := &roundObserver{}
+	c, err := newCluster(dir, cfg.SessionTimeout, obs, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	defer c.shutdown()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, _, err := c.active(wctx); err != nil {
+		return err
+	}
+	for id := int32(1); id <= int32(cfg.Brokers); id++ {
+		c.startBroker(id, 1)
+	}
+	if err := c.waitBrokersLive(wctx, int32(cfg.Brokers)); err != nil {
+		return err
+	}
+	_, node, err := c.active(wctx)
+	if err != nil {
+		return err
+	}
+	floor, err := rawRaftFloor(node, cfg.FloorSamples)
+	if err != nil {
+		return err
+	}
+	phase("  raw raft floor %v", floor.Round(time.Microsecond))
+
+	lctx, lcancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer lcancel()
+	last := time.Now()
+	loadStart := time.Now()
+	if err := loadImage(lctx, c, n, int32(cfg.Brokers), func(done int) {
+		if time.Since(last) >= cfg.ProgressEvery {
+			last = time.Now()
+			phase("  loading the image: %d/%d partitions", done, n)
+		}
+	}); err != nil {
+		return err
+	}
+	phase("  image of %d partitions on three voters in %v", n, time.Since(loadStart).Round(time.Millisecond))
+
+	// Controlled shutdown of broker 1.
+	_, node, err = c.active(wctx)
+	if err != nil {
+		return err
+	}
+	b1 := c.brokers[1]
+	b1.stop()
+	led := ledBy(node, 1)
+	t0 := time.Now()
+	for {
+		resp, err := node.Controller.Heartbeat(ctx, controller.Heartbeat{BrokerID: 1, BrokerEpoch: b1.brokerEpoch(), MetadataOffset: node.FSM.AppliedIndex(), WantShutDown: true})
+		if err != nil {
+			return fmt.Errorf("controlled shutdown: %w", err)
+		}
+		if resp.ShouldShutDown {
+			break
+		}
+		if time.Since(t0) > time.Minute {
+			return fmt.Errorf("controlled shutdown of broker 1 not granted within a minute")
+		}
+	}
+	shutdown := time.Since(t0)
+	if left := ledBy(node, 1); left != 0 {
+		return fmt.Errorf("after its controlled shutdown broker 1 still leads %d partitions", left)
+	}
+	col.add(fmt.Sprintf("shutdown-%d", n), Result{Scenario: "controlled shutdown", Partitions: n, Unit: "ms"},
+		sample{v: ms(shutdown), floorMs: ms(floor), note: fmt.Sprintf("broker leading %d partitions", led)})
+	phase("  controlled shutdown of a leader of %d partitions: %v", led, shutdown.Round(time.Microsecond))
+
+	// Broker failure: broker 2 stops heartbeating; its session expires.
+	var rmu sync.Mutex
+	var rounds []controller.RoundStats
+	obs.set(func(st controller.RoundStats) {
+		rmu.Lock()
+		rounds = append(rounds, controller.RoundStats{Events: st.Events, Records: st.Records, Entries: st.Entries, Compute: st.Compute, Commit: st.Commit})
+		rmu.Unlock()
+	})
+	led = ledBy(node, 2)
+	c.brokers[2].stop()
+	fctx, fcancel := context.WithTimeout(ctx, cfg.SessionTimeout*3+time.Minute)
+	defer fcancel()
+	for {
+		if _, fenced := brokerState(node, 2); fenced {
+			break
+		}
+		select {
+		case <-fctx.Done():
+			return fmt.Errorf("broker 2 was not fenced: %w", fctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	// The image shows the fence as soon as it applied; the loop reports
+	// the round just after.
+	var fence controller.RoundStats
+	for fence.Records == 0 {
+		rmu.Lock()
+		for _, r := range rounds {
+			if r.Records > fence.Records {
+				fence = r
+			}
+		}
+		rmu.Unlock()
+		if fence.Records > 0 {
+			break
+		}
+		select {
+		case <-fctx.Done():
+			return fmt.Errorf("the fencing round was not reported: %w", fctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	obs.set(nil)
+	if left := ledBy(node, 2); left != 0 {
+		return fmt.Errorf("fenced broker 2 still leads %d partitions", left)
+	}
+	fenceTime := fence.Compute + fence.Commit
+	col.add(fmt.Sprintf("fence-%d", n), Result{Scenario: "broker failure (fence round)", Partitions: n, Unit: "ms"},
+		sample{v: ms(fenceTime), floorMs: ms(floor), note: fmt.Sprintf("broker leading %d; %d records in %d entries", led, fence.Records, fence.Entries)})
+	phase("  fence of a leader of %d partitions: %v (%d records)", led, fenceTime.Round(time.Microsecond), fence.Records)
+
+	// Failover.
+	var act, elect []float64
+	for r := 0; r < cfg.FailoverRounds; r++ {
+		idx, _, err := c.active(wctx)
+		if err != nil {
+			return err
+		}
+		stopped := time.Now()
+		c.stop(idx)
+		actx, acancel := context.WithTimeout(ctx, time.Minute)
+		_, nn, err := c.active(actx)
+		acancel()
+		if err != nil {
+			return err
+		}
+		st := nn.Controller.LastActivation()
+		act = append(act, ms(st.Ready.Sub(st.Started)))
+		elect = append(elect, ms(st.Started.Sub(stopped)))
+		if err := c.start(idx); err != nil {
+			return err
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Minute)
+		err = c.converged(cctx)
+		ccancel()
+		if err != nil {
+			return err
+		}
+		phase("  failover %d/%d: ready %.2f ms after the new leader was known (election %.0f ms)", r+1, cfg.FailoverRounds, act[len(act)-1], elect[len(elect)-1])
+	}
+	col.add(fmt.Sprintf("failover-%d", n), Result{Scenario: "failover: new leader known -> ready", Partitions: n, Unit: "ms"},
+		sample{v: medianF(act), floorMs: ms(floor), note: fmt.Sprintf("median of %d failovers", len(act))})
+	col.add(fmt.Sprintf("election-%d", n), Result{Scenario: "  raft election (apart)", Partitions: n, Unit: "ms"},
+		sample{v: medianF(elect), floorMs: ms(floor), note: "leader stopped -> new leader known; randomized timeout"})
+	return nil
+}
+
+// WriteTable prints the report as a table.
+func (r Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "ctrlnode bench: 3 voters in this process sharing %d CPUs (GOMAXPROCS %d) with the benchmark; %d brokers, RF 3; %d run(s); took %v\n",
+		r.CPUs, r.GOMAXPROCS, r.Brokers, r.Runs, r.Took.Round(time.Second))
+	fmt.Fprintln(w, "raw raft floor: one ~100-byte entry committed sequentially on the same cluster, median; ratio = figure / floor (for a rate: items per floor commit)")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tPARTITIONS\tRESULT\tRAFT FLOOR\tRATIO\tNOTE")
+	for _, res := range r.Results {
+		parts := "-"
+		if res.Partitions > 0 {
+			parts = fmt.Sprint(res.Partitions)
+		}
+		val := fmt.Sprintf("%.2f ms", res.Value)
+		ratio := fmt.Sprintf("%.1fx", res.Ratio)
+		if res.Unit == "topics/s" {
+			val = fmt.Sprintf("%.0f topics/s", res.Value)
+			ratio = fmt.Sprintf("%.1f/floor", res.Ratio)
+		}
+		if strings.HasPrefix(res.Scenario, "  raft election") {
+			ratio = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f ms\t%s\t%s\n", res.Scenario, parts, val, res.FloorMs, ratio, res.Note)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,377 @@
+// Package broker is the broker side of the control plane: an Agent that a
+// broker process embeds (and that dev mode and the tests run as simulated
+// brokers).
+//
+// The agent registers with the active controller (BrokerRegistration,
+// with a fresh incarnation id per Start), heartbeats to it
+// (BrokerHeartbeat, with the highest metadata offset it applied), asks
+// for controlled shutdown, and reports ISR changes of the partitions it
+// leads (AlterPartition). It serves the controller's LeaderAndIsr,
+// UpdateMetadata and StopReplica on its own Kafka listener with epoch
+// fencing, hands what it accepted to a Host, and keeps a metadata cache
+// that it serves to clients as ApiVersions and Metadata, so a Kafka
+// client pointed at an agent sees what the brokers were told.
+//
+// Fencing, checked in this order:
+//   - a request with a controller epoch lower than the highest the agent
+//     has accepted is refused as a whole: STALE_CONTROLLER_EPOCH. That is
+//     what fences a deposed controller;
+//   - a request carrying a broker epoch other than the agent's own is
+//     refused as a whole: STALE_BROKER_EPOCH. It was meant for another
+//     incarnation of this broker id (or the registration answer has not
+//     reached the agent yet). Requests without one (-1, or versions
+//     before the field) pass;
+//   - per partition, a leader epoch lower than the one cached, or the
+//     same leader epoch with a lower partition epoch, is refused:
+//     FENCED_LEADER_EPOCH. In LeaderAndIsr the partition's error says so;
+//     in UpdateMetadata (which has no per-partition errors) the partition
+//     is skipped; in StopReplica the stop is refused (leader epochs -1 and
+//     -2, Kafka's "none" and "during delete", always pass, as does an
+//     equal epoch). A LeaderAndIsr for a partition the agent is not a
+//     replica of is refused with UNKNOWN_TOPIC_OR_PARTITION. A topic id
+//     that differs from the cached one for the same name is a re-created
+//     topic: the old one is dropped and the new one starts from scratch.
+//
+// The metadata offset of a control request comes in the client id of its
+// header (see wireclient.ControlClientID); the agent reports the highest
+// one it accepted in its heartbeats, or its own broker epoch if that is
+// higher: the controller unfences a broker whose offset has reached its
+// registration, and control requests are not sent to a fenced broker, so
+// a newly registered broker could not otherwise get there. What changed
+// before its registration reaches it when it is unfenced, through the
+// controller's catch-up.
+//
+// Every decision on a control request is recorded (ControlLog).
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+)
+
+// Config configures an Agent. Zero values take the defaults.
+type Config struct {
+	BrokerID int32
+	Rack     string
+	// Listener is the host:port the agent serves on: its PLAINTEXT
+	// endpoint, advertised in its registration. Port 0 picks a free one.
+	Listener string
+	// Advertise, if set, is the host:port registered instead of the
+	// bound address.
+	Advertise string
+	// Controllers are bootstrap addresses of controller listeners. The
+	// agent asks any of them for Metadata and talks to the one named as
+	// controller. With none, the agent only serves its listener.
+	Controllers []string
+	// ClusterID is sent in registration and reported in Metadata.
+	ClusterID string
+	// HeartbeatInterval is the time between heartbeats. Default 2 s.
+	HeartbeatInterval time.Duration
+	// RequestTimeout bounds each request to a controller. Default 10 s.
+	RequestTimeout time.Duration
+	// Host receives the accepted control requests. Default: a MemoryHost.
+	Host   Host
+	Logger hclog.Logger
+	// ControlLogLimit bounds the records kept by ControlLog; the oldest
+	// go first. Default 100000.
+	ControlLogLimit int
+	// MaxFrameBytes bounds a request frame on the listener (kafkawire's
+	// default when zero: 100 MiB).
+	MaxFrameBytes int32
+}
+
+// Agent is a running broker agent.
+type Agent struct {
+	cfg         Config
+	log         hclog.Logger
+	host        Host
+	srv         *kafkawire.Server
+	advHost     string
+	advPort     uint16
+	incarnation rl.IncarnationID
+	clog        controlLog
+
+	// applyMu serialises control requests and ISR updates, Host calls
+	// included, across connections.
+	applyMu sync.Mutex
+
+	mu              sync.RWMutex
+	topics          map[string]*cachedTopic
+	brokers         []BrokerInfo
+	controllerID    int32
+	controllerEpoch int32
+	applied         uint64
+	brokerEpoch     int64
+	fenced          bool
+	caughtUp        bool
+	heartbeats      uint64
+
+	ctrl         *ctrlClient
+	kick         chan struct{}
+	wantShutdown atomic.Bool
+	shutdownOK   chan struct{}
+	grantOnce    sync.Once
+	stop         chan struct{}
+	done         chan struct{}
+	closeOnce    sync.Once
+}
+
+// BrokerInfo is a live broker as UpdateMetadata listed it.
+type BrokerInfo struct {
+	ID   int32
+	Host string
+	Port int32
+	Rack *string
+}
+
+type cachedTopic struct {
+	name  string
+	id    rl.TopicID
+	parts map[int32]*PartitionState
+}
+
+// Start starts an agent: its listener at once, and, with controllers
+// configured, registration and heartbeats in the background.
+func Start(cfg Config) (*Agent, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 2 * time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.ControlLogLimit <= 0 {
+		cfg.ControlLogLimit = 100_000
+	}
+	if cfg.Host == nil {
+		cfg.Host = NewMemoryHost()
+	}
+	if cfg.BrokerID < 0 {
+		return nil, fmt.Errorf("broker id %d is negative", cfg.BrokerID)
+	}
+	a := &Agent{
+		cfg:             cfg,
+		log:             cfg.Logger.Named("broker").With("broker", cfg.BrokerID),
+		host:            cfg.Host,
+		topics:          map[string]*cachedTopic{},
+		controllerID:    -1,
+		controllerEpoch: -1,
+		brokerEpoch:     -1,
+		fenced:          true,
+		kick:            make(chan struct{}, 1),
+		shutdownOK:      make(chan struct{}),
+		stop:            make(chan struct{}),
+		done:            make(chan struct{}),
+	}
+	a.clog.limit = cfg.ControlLogLimit
+	if _, err := rand.Read(a.incarnation[:]); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listener)
+	if err != nil {
+		return nil, err
+	}
+	adv := cfg.Advertise
+	if adv == "" {
+		adv = ln.Addr().String()
+	}
+	host, portStr, err := net.SplitHostPort(adv)
+	if err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			host, _ = os.Hostname()
+		}
+	}
+	port, perr := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || perr != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("advertised address %q: want host:port", adv)
+	}
+	a.advHost, a.advPort = host, uint16(port)
+	a.srv = kafkawire.Serve(ln, kafkawire.Config{
+		Handler:       a,
+		Logger:        a.log.Named("listener"),
+		APIs:          map[int16]int16{3: (&kmsg.MetadataRequest{}).MaxVersion(), KeyLeaderAndIsr: 7, KeyStopReplica: 4, KeyUpdateMetadata: 8},
+		MaxFrameBytes: cfg.MaxFrameBytes,
+	})
+	if len(cfg.Controllers) > 0 {
+		a.ctrl = &ctrlClient{a: a, bootstrap: append([]string(nil), cfg.Controllers...)}
+		go a.run()
+	} else {
+		close(a.done)
+	}
+	a.log.Info("broker agent listening", "addr", a.Addr(), "incarnation", a.incarnation.String())
+	return a, nil
+}
+
+// Addr is the advertised host:port of the agent's listener.
+func (a *Agent) Addr() string {
+	return net.JoinHostPort(a.advHost, strconv.Itoa(int(a.advPort)))
+}
+
+// BrokerID is the agent's broker id.
+func (a *Agent) BrokerID() int32 { return a.cfg.BrokerID }
+
+// IncarnationID is this run's incarnation id.
+func (a *Agent) IncarnationID() rl.IncarnationID { return a.incarnation }
+
+// Host is the Host the agent calls.
+func (a *Agent) Host() Host { return a.host }
+
+// Close stops the agent at once: no controlled shutdown, the listener and
+// heartbeats stop. The controller fences the broker when its session
+// expires.
+func (a *Agent) Close() error {
+	var err error
+	a.closeOnce.Do(func() {
+		close(a.stop)
+		<-a.done
+		if a.ctrl != nil {
+			a.ctrl.close()
+		}
+		err = a.srv.Close()
+	})
+	return err
+}
+
+// Shutdown is a controlled shutdown: the agent asks the controller in its
+// heartbeats, waits until the controller says it leads nothing
+// (ShouldShutDown), then stops. If ctx ends first it stops anyway and
+// returns ctx's error.
+func (a *Agent) Shutdown(ctx context.Context) error {
+	if a.ctrl == nil {
+		return a.Close()
+	}
+	a.wantShutdown.Store(true)
+	a.poke()
+	var err error
+	select {
+	case <-a.shutdownOK:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-a.done:
+		err = errors.New("agent closed before the controller allowed it to shut down")
+	}
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (a *Agent) poke() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Status is where the agent stands.
+type Status struct {
+	// BrokerEpoch is -1 until registered.
+	BrokerEpoch int64
+	Registered  bool
+	// Fenced, CaughtUp as the last heartbeat answer said.
+	Fenced   bool
+	CaughtUp bool
+	// Heartbeats counts heartbeats answered without error.
+	Heartbeats uint64
+	// MetadataOffset is the highest offset of an accepted control request.
+	MetadataOffset uint64
+	// ControllerEpoch and ControllerID of the newest control request
+	// accepted (-1 before any).
+	ControllerEpoch   int32
+	ControllerID      int32
+	ShutdownRequested bool
+}
+
+// Status returns a snapshot of the agent's state.
+func (a *Agent) Status() Status {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return Status{
+		BrokerEpoch: a.brokerEpoch, Registered: a.brokerEpoch >= 0, Fenced: a.fenced, CaughtUp: a.caughtUp,
+		Heartbeats: a.heartbeats, MetadataOffset: a.applied, ControllerEpoch: a.controllerEpoch,
+		ControllerID: a.controllerID, ShutdownRequested: a.wantShutdown.Load(),
+	}
+}
+
+// Partition returns the cached state of a partition.
+func (a *Agent) Partition(topic string, partition int32) (PartitionState, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if t := a.topics[topic]; t != nil {
+		if p := t.parts[partition]; p != nil {
+			return clonePS(p), true
+		}
+	}
+	return PartitionState{}, false
+}
+
+// Partitions returns every cached partition, by topic and partition.
+func (a *Agent) Partitions() []PartitionState {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var out []PartitionState
+	for _, t := range a.topics {
+		for _, p := range t.parts {
+			out = append(out, clonePS(p))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// NumPartitions is the number of cached partitions.
+func (a *Agent) NumPartitions() int {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	n := 0
+	for _, t := range a.topics {
+		n += len(t.parts)
+	}
+	return n
+}
+
+// Brokers returns the live brokers of the last UpdateMetadata, by id.
+func (a *Agent) Brokers() []BrokerInfo {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return append([]BrokerInfo(nil), a.brokers...)
+}
+
+// ControlLog returns the retained records, oldest first. Seq numbers them
+// from 1: a first Seq above 1 means older ones were dropped.
+func (a *Agent) ControlLog() []ControlRecord {
+	recs, _ := a.clog.snapshot()
+	return recs
+}
+
+func clonePS(p *PartitionState) PartitionState {
+	c := *p
+	c.ISR = append([]int32(nil), p.ISR...)
+	c.Replicas = append([]int32(nil), p.Replicas...)
+	c.Adding = append([]int32(nil), p.Adding...)
+	c.Removing = append([]int32(nil), p.Removing...)
+	return c
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Exit codes of the admin commands (see usage).
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+	exitNotYet      = 4
+)
+
+const defaultBootstrap = "127.0.0.1:19092"
+
+// defaultHTTP are dev mode's HTTP endpoints, used when --bootstrap is the
+// dev default and --http is not given.
+var defaultHTTP = []string{"127.0.0.1:19292", "127.0.0.1:19293", "127.0.0.1:19294"}
+
+// listFlag is a flag that may be repeated; each value may also hold a
+// comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+// usageError is a mistake in the command line: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErr(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// cli is what every admin command shares: its flags, its output, and its
+// client.
+type cli struct {
+	name      string // "topics create"
+	fs        *flag.FlagSet
+	stdout    io.Writer
+	stderr    io.Writer
+	bootstrap string
+	json      bool
+	timeout   time.Duration
+}
+
+// newCLI makes the flag set of an admin command with the common flags.
+// synopsis is the usage line's arguments; about follows it.
+func newCLI(name, synopsis, about string, stdout, stderr io.Writer) *cli {
+	c := &cli{name: name, stdout: stdout, stderr: stderr}
+	c.fs = flag.NewFlagSet(name, flag.ContinueOnError)
+	c.fs.SetOutput(stderr)
+	c.fs.StringVar(&c.bootstrap, "bootstrap", defaultBootstrap, "host:port of a controller listener (comma-separated for several)")
+	c.fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
+	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
+	c.fs.Usage = func() {
+		w := c.fs.Output()
+		fmt.Fprintf(w, "usage: ctrlnode %s %s\n", name, synopsis)
+		if about != "" {
+			fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(about))
+		}
+		fmt.Fprintln(w, "\nflags:")
+		c.fs.PrintDefaults()
+	}
+	return c
+}
+
+// parse parses args; done reports that the command should return code
+// (help was printed, or the flags were wrong).
+func (c *cli) parse(args []string) (code int, done bool) {
+	return parseFlags(c.fs, args, c.stdout)
+}
+
+// parseFlags parses a flag set; --help prints the usage on stdout and
+// exits 0, a bad flag prints the error and usage on the set's output and
+// exits 2. Positional arguments are refused.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || a == "-help" {
+			fs.SetOutput(stdout)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitUsage, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "ctrlnode %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+// httpAddrs returns the HTTP endpoints to read: --http, or dev mode's when
+// the bootstrap is dev mode's.
+func (c *cli) httpAddrs(flagVal listFlag) []string {
+	if len(flagVal) > 0 {
+		return flagVal
+	}
+	if c.bootstrap == defaultBootstrap {
+		return defaultHTTP
+	}
+	return nil
+}
+
+// clients connects to the cluster.
+func (c *cli) clients() (*kgo.Client, *kadm.Client, error) {
+	var seeds []string
+	for _, s := range strings.Split(c.bootstrap, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return nil, nil, usageErr("--bootstrap %q is not host:port", s)
+		}
+		seeds = append(seeds, s)
+	}
+	if len(seeds) == 0 {
+		return nil, nil, usageErr("--bootstrap is empty")
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID("ctrlnode-admin"),
+		kgo.DialTimeout(min(c.timeout, 10*time.Second)),
+		kgo.RetryTimeout(c.timeout),
+		kgo.RequestTimeoutOverhead(5*time.Second),
+		kgo.MetadataMinAge(100*time.Millisecond),
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(min(c.timeout, 5*time.Minute).Milliseconds()))
+	return cl, adm, nil
+}
+
+func (c *cli) context() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), c.timeout)
+}
+
+// fail reports err and returns its exit code.
+func (c *cli) fail(err error) int {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(c.stderr, "ctrlnode %s: %v\n", c.name, err)
+		return exitUsage
+	}
+	if unreachable(err) {
+		fmt.Fprintf(c.stderr, "ctrlnode %s: cannot reach the cluster at %s: %v\n", c.name, c.bootstrap, err)
+		return exitUnreachable
+	}
+	fmt.Fprintf(c.stderr, "ctrlnode %s: %v\n", c.name, err)
+	return exitFailed
+}
+
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, kgo.ErrClientClosed)
+}
+
+// printJSON writes v as indented JSON.
+func (c *cli) printJSON(v any) {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// table writes rows aligned in columns.
+func (c *cli) table(header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	_ = tw.Flush()
+}
+
+// itemError renders a per-item error for output: "" for none, else the
+// Kafka error name and message.
+func itemError(err error, msg string) string {
+	if err == nil {
+		return ""
+	}
+	var ke *kerr.Error
+	if msg == "" || !errors.As(err, &ke) {
+		if msg != "" {
+			return err.Error() + ": " + msg
+		}
+		return err.Error()
+	}
+	if strings.HasPrefix(msg, ke.Message) {
+		return msg
+	}
+	return ke.Message + ": " + msg
+}
+
+// isCode reports whether err is the Kafka error e.
+func isCode(err error, e *kerr.Error) bool { return errors.Is(err, e) }
+
+func ints(s []int32) string {
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = strconv.Itoa(int(v))
+	}
+	return strings.Join(parts, ",")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// subcommand dispatches `ctrlnode <group> <sub>`.
+type subcommand struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+func dispatch(group, about string, subs []subcommand, args []string, stdout, stderr io.Writer) int {
+	help := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: ctrlnode %s <subcommand> [flags]\n\n%s\n\nsubcommands:\n", group, about)
+		for _, s := range subs {
+			fmt.Fprintf(w, "  %-15s %s\n", s.name, s.summary)
+		}
+		fmt.Fprintf(w, "\nRun 'ctrlnode %s <subcommand> --help' for its flags.\n", group)
+	}
+	if len(args) == 0 {
+		help(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		help(stdout)
+		return exitOK
+	}
+	for _, s := range subs {
+		if s.name == args[0] {
+			return s.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "ctrlnode %s: unknown subcommand %q\n\n", group, args[0])
+	help(stderr)
+	return exitUsage
+}
+
+// partitionSpec is topic:partition.
+type partitionSpec struct {
+	Topic     string
+	Partition int32
+}
+
+func parsePartitionSpecs(specs []string) ([]partitionSpec, error) {
+	var out []partitionSpec
+	for _, s := range specs {
+		i := strings.LastIndexByte(s, ':')
+		if i <= 0 {
+			return nil, usageErr("%q is not topic:partition", s)
+		}
+		p, err := strconv.ParseInt(s[i+1:], 10, 32)
+		if err != nil || p < 0 {
+			return nil, usageErr("%q: partition %q is not a non-negative integer", s, s[i+1:])
+		}
+		out = append(out, partitionSpec{s[:i], int32(p)})
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ctrlquorum/ctrlquorum/benchkit"
+)
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	parts := fs.String("partitions", "10000,100000", "comma-separated image sizes N for the per-size scenarios")
+	brokers := fs.Int("brokers", 10, "brokers (replication factor 3)")
+	topics := fs.Int("topics", 2000, "topics created in the topic-creation scenario")
+	perReq := fs.Int("topics-per-request", 50, "topics per CreateTopics request")
+	inflight := fs.Int("in-flight", 8, "CreateTopics requests in flight")
+	rounds := fs.Int("failover-rounds", 5, "failovers per cluster")
+	floor := fs.Int("floor-samples", 50, "sequential raw raft commits the floor is the median of")
+	runs := fs.Int("runs", 1, "fresh clusters per scenario; figures are medians over them")
+	quick := fs.Bool("quick", false, "a small run for a smoke test: 1000 partitions, 200 topics, 2 failovers")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	dir := fs.String("dir", "", "folder for the voters' data (default: a temporary folder, removed afterwards)")
+	logLevel := fs.String("log-level", "off", "log level of the voters: trace, debug, info, warn, error, off")
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: ctrlnode bench [flags]")
+		fmt.Fprint(w, `
+Runs the controller's scenarios on three voters in this process and prints
+one table: topic creation rate through the Kafka listener; and for each
+image size N, the controlled shutdown of a broker, a broker failure (the
+fencing round), and failover (new raft leader known -> controller ready,
+with raft's election time on a line of its own). The raw raft floor (a
+small entry committed sequentially) is measured on each cluster in the same
+run and every figure is given as a ratio to it. Progress goes to standard
+error. The voters share this machine's cores with the benchmark.
+
+`)
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	cfg := benchkit.Config{Brokers: *brokers, Topics: *topics, TopicsPerRequest: *perReq, InFlight: *inflight,
+		FailoverRounds: *rounds, FloorSamples: *floor, Runs: *runs, Dir: *dir}
+	for _, p := range strings.Split(*parts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 100 {
+			fmt.Fprintf(stderr, "ctrlnode bench: --partitions: %q is not a size of at least 100\n", p)
+			return exitUsage
+		}
+		cfg.Partitions = append(cfg.Partitions, n)
+	}
+	if *brokers < 3 {
+		fmt.Fprintf(stderr, "ctrlnode bench: --brokers %d: want at least 3 (replication factor 3)\n", *brokers)
+		return exitUsage
+	}
+	for name, v := range map[string]int{"--topics": *topics, "--topics-per-request": *perReq, "--in-flight": *inflight,
+		"--failover-rounds": *rounds, "--floor-samples": *floor, "--runs": *runs} {
+		if v < 1 {
+			fmt.Fprintf(stderr, "ctrlnode bench: %s %d: want at least 1\n", name, v)
+			return exitUsage
+		}
+	}
+	if *quick {
+		cfg.Partitions, cfg.Topics, cfg.FailoverRounds, cfg.FloorSamples = []int{1000}, 200, 2, 20
+	}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "bench", Level: hclog.LevelFromString(*logLevel), Output: stderr})
+	cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	start := time.Now()
+	rep, err := benchkit.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctrlnode bench: %v (after %v)\n", err, time.Since(start).Round(time.Second))
+		return exitFailed
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return exitOK
+	}
+	rep.WriteTable(stdout)
+	return exitOK
+}

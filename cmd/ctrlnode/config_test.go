@@ -1,0 +1,100 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
+	file, err := parseConfig(strings.NewReader("# c\nnode.id = 1\nsession.timeout = 5s\nbroker.rack = r1\n"), "n.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := resolveSettings(file, []string{"PATH=/bin", "CTRLNODE_NODE_ID=2", "CTRLNODE_BROKER_RACK=r2"}, map[string]string{"node.id": "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string][2]string{
+		"node.id":         {"3", "flag --node-id"},
+		"broker.rack":     {"r2", "env CTRLNODE_BROKER_RACK"},
+		"session.timeout": {"5s", "n.conf line 3"},
+		"roles":           {"voter", "default"},
+	} {
+		if v := ns[key]; v.v != want[0] || v.source != want[1] {
+			t.Errorf("%s = %q from %q, want %q from %q", key, v.v, v.source, want[0], want[1])
+		}
+	}
+}
+
+func TestConfigFileErrorsNameLineAndKey(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"node.idd = 1\n", `f line 1: unknown setting "node.idd" (did you mean "node.id"?)`},
+		{"node.id = 1\nnode.id = 2\n", "f line 2: node.id is set twice (first at f line 1)"},
+		{"\n\nnode.id\n", `f line 3: "node.id" is not key = value`},
+	} {
+		_, err := parseConfig(strings.NewReader(tc.in), "f")
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("parseConfig(%q) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func validSettings(t *testing.T, extra map[string]string) nodeSettings {
+	t.Helper()
+	flags := map[string]string{
+		"node.id": "1001", "data.dir": "/tmp/x", "raft.listener": "127.0.0.1:9093", "listener": "127.0.0.1:9092",
+		"voters":          "1001@127.0.0.1:9093,1002@127.0.0.1:9193,1003@127.0.0.1:9293",
+		"voter.listeners": "1003@127.0.0.1:9292,1001@127.0.0.1:9092,1002@127.0.0.1:9192",
+	}
+	for k, v := range extra {
+		flags[k] = v
+	}
+	ns, err := resolveSettings(nil, nil, flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func TestBuildNodeConfigOfAVoterAndBroker(t *testing.T) {
+	nc, err := buildNodeConfig(validSettings(t, map[string]string{"roles": "voter,broker", "broker.id": "1",
+		"broker.listener": "127.0.0.1:0", "session.timeout": "4000", "http.listener": "127.0.0.1:0", "pprof": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := nc.Config
+	if !c.Voter || !c.Broker || c.NodeID != 1001 || c.BrokerID != 1 || !c.Pprof {
+		t.Fatalf("config %+v", c)
+	}
+	if c.SessionTimeout != 4*time.Second {
+		t.Fatalf("session.timeout 4000 (ms) = %v", c.SessionTimeout)
+	}
+	if len(c.Voters) != 3 || c.Voters[1].ID != 1002 || c.Voters[1].Listener != "127.0.0.1:9192" {
+		t.Fatalf("voters %+v", c.Voters)
+	}
+	if c.ListenerAdvertise != "127.0.0.1:9092" {
+		t.Fatalf("the listener is advertised at %q, want this voter's voter.listeners entry", c.ListenerAdvertise)
+	}
+}
+
+func TestBuildNodeConfigNamesTheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		extra map[string]string
+		want  string
+	}{
+		{map[string]string{"voters": "1001@127.0.0.1:9093,1002@127.0.0.1:9193"}, "voters (from flag --voters): has no entry for voter 1003 (listed in voter.listeners)"},
+		{map[string]string{"http.listener": "localhost"}, "http.listener (from flag --http-listener): \"localhost\" is not host:port"},
+		{map[string]string{"voters": "1001@127.0.0.1:9093,1002@127.0.0.1:0,1003@127.0.0.1:9293"}, "voters (from flag --voters), entry 2: \"127.0.0.1:0\" needs a port other than 0"},
+		{map[string]string{"voter.listeners": "1001@127.0.0.1:9092,1002@127.0.0.1:x,1003@127.0.0.1:9292"}, "voter.listeners (from flag --voter-listeners): \"127.0.0.1:x\" is not host:port"},
+		{map[string]string{"roles": "broker", "node.id": "5", "broker.listener": "127.0.0.1:0", "broker.heartbeat.interval": "20s"}, "broker.heartbeat.interval (from flag --broker-heartbeat-interval): 20s is not below the session timeout 9s"},
+		{map[string]string{"roles": "broker", "broker.listener": "127.0.0.1:0"}, "broker.id (defaults to node.id): 1001 is also a voter id"},
+		{map[string]string{"data.dir": ""}, "data.dir (from flag --data-dir): required for a voter"},
+		{map[string]string{"pprof": "maybe"}, "pprof (from flag --pprof): \"maybe\" is not true or false"},
+	} {
+		_, err := buildNodeConfig(validSettings(t, tc.extra))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ctrlquorum/ctrlquorum/server"
+)
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath, setFlags := runFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: ctrlnode run [--config FILE] [flags]")
+		fmt.Fprintln(fs.Output(), `
+Runs one node: a controller voter, a broker agent, or both.
+
+Every setting can be given in a config file (key = value lines), as an
+environment variable (CTRLNODE_ and the key in upper case with dots as
+underscores: node.id is CTRLNODE_NODE_ID) or as a flag (the key with dots
+as dashes: --node-id). A flag wins over the environment, which wins over
+the file. An invalid setting is refused before anything is written, with a
+message naming it.
+
+The first start of a voter on an empty data.dir bootstraps the quorum from
+voters; later starts resume from the data folder. SIGTERM or SIGINT stops
+the node gracefully: a broker goes through a controlled shutdown, a voter
+that is the active controller hands leadership to another voter first.
+A second signal stops it at once.
+
+Example (voter 1001 of three; 1002 and 1003 alike):
+
+  ctrlnode run --node-id 1001 --data-dir /var/lib/ctrlnode \
+    --raft-listener 10.0.0.1:9093 --listener 10.0.0.1:9092 \
+    --voters 1001@10.0.0.1:9093,1002@10.0.0.2:9093,1003@10.0.0.3:9093 \
+    --voter-listeners 1001@10.0.0.1:9092,1002@10.0.0.2:9092,1003@10.0.0.3:9092 \
+    --http-listener 10.0.0.1:9100
+
+Settings:`)
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	var fileVals map[string]value
+	if *configPath != "" {
+		var err error
+		if fileVals, err = parseConfigFile(*configPath); err != nil {
+			fmt.Fprintf(stderr, "ctrlnode run: invalid config: %v\n", err)
+			return 2
+		}
+	}
+	ns, err := resolveSettings(fileVals, os.Environ(), setFlags())
+	if err != nil {
+		fmt.Fprintf(stderr, "ctrlnode run: invalid config: %v\n", err)
+		return 2
+	}
+	nc, err := buildNodeConfig(ns)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctrlnode run: invalid config: %v\n", err)
+		return 2
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "ctrlnode", Level: hclog.LevelFromString(nc.LogLevel), Output: stderr})
+	nc.Config.Logger = logger
+
+	// Signals are caught before anything starts so that one arriving
+	// during start-up still stops the node gracefully.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+
+	s, err := server.Start(nc.Config)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctrlnode run: %v\n", err)
+		return 1
+	}
+	var roles []string
+	if nc.Voter {
+		roles = append(roles, "voter")
+	}
+	if nc.Broker {
+		roles = append(roles, "broker")
+	}
+	fmt.Fprintf(stdout, "ctrlnode run: node %d (%s)\n", nc.NodeID, strings.Join(roles, ", "))
+	if s.Node != nil {
+		fmt.Fprintf(stdout, "  raft      %s\n", s.Node.Voter.Addr())
+		fmt.Fprintf(stdout, "  listener  %s\n", s.Listener.Addr())
+		fmt.Fprintf(stdout, "  data      %s\n", nc.DataDir)
+	}
+	if s.Agent != nil {
+		fmt.Fprintf(stdout, "  broker    %d at %s\n", nc.BrokerID, s.Agent.Addr())
+	}
+	if s.HTTP != nil {
+		fmt.Fprintf(stdout, "  http      http://%s/metrics\n", s.HTTP.Addr())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if s.Node != nil {
+		go reportLeadership(ctx, s, stdout)
+	}
+	sig := <-sigs
+	fmt.Fprintf(stdout, "ctrlnode run: %v: stopping gracefully\n", sig)
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), nc.ShutdownTimeout)
+	defer stopCancel()
+	go func() {
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(stderr, "ctrlnode run: second %v: stopping now\n", sig)
+			stopCancel()
+			time.Sleep(2 * time.Second)
+			os.Exit(1)
+		case <-ctx.Done():
+		}
+	}()
+	err = s.Stop(stopCtx)
+	cancel()
+	if to := s.HandedOverTo(); to != "" {
+		fmt.Fprintf(stdout, "ctrlnode run: leadership handed over to voter %s before stopping\n", to)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ctrlnode run: stop: %v\n", err)
+		fmt.Fprintln(stdout, "ctrlnode run: stopped with errors")
+		return 1
+	}
+	fmt.Fprintln(stdout, "ctrlnode run: stopped")
+	return 0
+}
+
+// reportLeadership prints a line each time this node becomes or stops
+// being the active controller.
+func reportLeadership(ctx context.Context, s *server.Server, out io.Writer) {
+	var wasActive bool
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		active, epoch := s.Node.Controller.Active()
+		if active != wasActive {
+			wasActive = active
+			if active {
+				fmt.Fprintf(out, "active controller: this node, controller epoch %d\n", epoch)
+			} else {
+				fmt.Fprintln(out, "no longer the active controller")
+			}
+		}
+	}
+}

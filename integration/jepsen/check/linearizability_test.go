@@ -1,0 +1,357 @@
+package check
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/history"
+)
+
+func TestLinearizableLifecycle(t *testing.T) {
+	var h hist
+	h.absent(0, "a", 0, 5)
+	h.create(0, "a", 10, 20, "aaaa")
+	h.present(1, "a", 25, 30, "aaaa")
+	fail(h.create(1, "a", 35, 40, ""), kerr.TopicAlreadyExists)
+	h.delete(0, "a", 45, 50)
+	h.absent(1, "a", 55, 60)
+	// The deletion may still be finishing: the name stays taken a while.
+	fail(h.create(0, "a", 65, 70, ""), kerr.TopicAlreadyExists)
+	h.create(0, "a", 75, 80, "bbbb")
+	h.present(1, "a", 85, 90, "bbbb")
+	r := lin(t, h.ops)
+	wantValid(t, r)
+	if !strings.Contains(r.Checked, "9 ops in 1 topics") {
+		t.Errorf("checked = %q", r.Checked)
+	}
+}
+
+func TestLinearizableConcurrentReadSeesEitherSide(t *testing.T) {
+	for _, sawIt := range []bool{true, false} {
+		var h hist
+		h.create(0, "a", 10, 50, "aaaa")
+		if sawIt {
+			h.present(1, "a", 20, 30, "aaaa")
+		} else {
+			h.absent(1, "a", 20, 30)
+		}
+		h.present(1, "a", 60, 70, "aaaa")
+		wantValid(t, lin(t, h.ops))
+	}
+}
+
+func TestNonLinearizableReadMissesAcknowledgedCreate(t *testing.T) {
+	var h hist
+	h.create(0, "a", 0, 10, "aaaa")
+	h.absent(1, "a", 20, 30) // must have seen it
+	r := lin(t, h.ops)
+	wantViolation(t, r, 1, `topic "a" is not linearizable`, "#2 c1 describe a")
+	if r.Violations[0].Topic != "a" || len(r.Violations[0].Ops) == 0 || r.Violations[0].Ops[0] != 2 {
+		t.Errorf("violation = %+v, want topic a, op 2 first", r.Violations[0])
+	}
+}
+
+func TestNonLinearizableStaleReadAfterDelete(t *testing.T) {
+	var h hist
+	h.create(0, "a", 0, 10, "aaaa")
+	h.delete(0, "a", 20, 30)
+	h.present(1, "a", 40, 50, "aaaa") // a deleting topic is hidden from reads
+	wantViolation(t, lin(t, h.ops), 1, `topic "a"`)
+}
+
+func TestNonLinearizableReadGoesBackInTime(t *testing.T) {
+	// Two reads in sequence: the second sees an older state than the first.
+	var h hist
+	h.create(0, "a", 0, 100, "aaaa")
+	h.present(1, "a", 10, 20, "aaaa")
+	h.absent(2, "a", 30, 40)
+	wantViolation(t, lin(t, h.ops), 1, `topic "a"`, "#3 c2 describe a")
+}
+
+func TestNonLinearizableDoubleCreate(t *testing.T) {
+	var h hist
+	h.create(0, "a", 0, 10, "aaaa")
+	h.create(1, "a", 20, 30, "bbbb")
+	wantViolation(t, lin(t, h.ops), 1, `topic "a"`)
+}
+
+func TestNonLinearizableWrongTopicID(t *testing.T) {
+	var h hist
+	h.create(0, "a", 0, 10, "aaaa")
+	h.present(1, "a", 20, 30, "cccc")
+	wantViolation(t, lin(t, h.ops), 1, `topic "a"`)
+}
+
+func TestPartitionCount(t *testing.T) {
+	var h hist
+	h.create(0, "a", 0, 10, "aaaa") // 3 partitions
+	h.add(0, history.CreatePartitions, "a", 20, 30, history.Args{Partitions: 5})
+	op := h.present(1, "a", 40, 50, "aaaa")
+	op.Result.Partitions = 5
+	wantValid(t, lin(t, h.ops))
+
+	h.present(1, "a", 60, 70, "aaaa") // 3 partitions: gone back
+	wantViolation(t, lin(t, h.ops), 1, `topic "a"`)
+}
+
+func TestUnknownOutcomeMayTakeEffectLaterOrNever(t *testing.T) {
+	// An unanswered create may take effect any time after it was invoked.
+	var h hist
+	unknown(h.create(0, "a", 0, 0, ""))
+	h.absent(1, "a", 10, 20)
+	h.present(1, "a", 30, 40, "aaaa")
+	h.present(1, "a", 50, 60, "aaaa")
+	wantValid(t, lin(t, h.ops))
+
+	// …or never.
+	var never hist
+	unknown(never.create(0, "a", 0, 0, ""))
+	never.absent(1, "a", 10, 20)
+	never.absent(1, "a", 30, 40)
+	wantValid(t, lin(t, never.ops))
+
+	// But it takes effect once: present, then absent, with no delete, is
+	// not linearizable.
+	var once hist
+	unknown(once.create(0, "a", 0, 0, ""))
+	once.present(1, "a", 10, 20, "aaaa")
+	once.absent(1, "a", 30, 40)
+	wantViolation(t, lin(t, once.ops), 1, `topic "a"`)
+}
+
+func TestIndeterminateErrorCodeIsUnknown(t *testing.T) {
+	// NOT_CONTROLLER from a controller deposed mid-request does not say
+	// whether the entry it proposed commits under the next one.
+	var h hist
+	fail(h.create(0, "a", 0, 10, ""), kerr.NotController)
+	h.present(1, "a", 20, 30, "aaaa")
+	wantValid(t, lin(t, h.ops))
+
+	// TOPIC_ALREADY_EXISTS does say: the topic existed.
+	var h2 hist
+	fail(h2.create(0, "a", 0, 10, ""), kerr.TopicAlreadyExists)
+	wantViolation(t, lin(t, h2.ops), 1, `topic "a"`)
+}
+
+func TestElectionsSayTheTopicExists(t *testing.T) {
+	var h hist
+	h.create(0, "a", 0, 10, "aaaa")
+	h.add(1, history.Elect, "a", 20, 30, history.Args{Partition: 1, Election: "preferred"})
+	fail(h.add(1, history.Elect, "a", 40, 50, history.Args{Partition: 2}), kerr.ElectionNotNeeded)
+	fail(h.add(1, history.Elect, "a", 60, 70, history.Args{Partition: 7}), kerr.UnknownTopicOrPartition) // past the count
+	fail(h.add(1, history.Elect, "a", 60, 70, history.Args{Partition: 0}), kerr.NotController)           // says nothing
+	wantValid(t, lin(t, h.ops))
+
+	var bad hist
+	bad.add(1, history.Reassign, "a", 0, 10, history.Args{Partition: 0, Replicas: []int32{1, 2}})
+	wantViolation(t, lin(t, bad.ops), 1, `topic "a"`, "reassign")
+}
+
+func TestListIsSplitByTopic(t *testing.T) {
+	var h hist
+	h.create(0, "a", 0, 10, "aaaa")
+	h.create(0, "b", 20, 30, "bbbb")
+	l := h.add(1, history.List, "", 40, 50, history.Args{})
+	l.Result = &history.Result{Topics: []history.TopicInfo{{Name: "a", TopicID: "aaaa", Partitions: 3}}}
+	r := lin(t, h.ops)
+	// b is missing from the list; a is fine.
+	wantViolation(t, r, 1, `topic "b"`, "list")
+	if r.Violations[0].Topic != "b" {
+		t.Errorf("violation topic = %q, want b", r.Violations[0].Topic)
+	}
+}
+
+func TestViolationsArePerTopic(t *testing.T) {
+	var h hist
+	for i, topic := range []string{"a", "b", "c"} {
+		h.create(i, topic, 0, 10, topic+topic)
+		h.present(i, topic, 20, 30, topic+topic)
+	}
+	h.absent(3, "b", 40, 50)
+	r := lin(t, h.ops)
+	wantViolation(t, r, 1, `topic "b"`)
+}
+
+func TestLinearizabilityWritesVisualization(t *testing.T) {
+	var h hist
+	h.create(0, "viz-topic", 0, 10, "aaaa")
+	h.absent(1, "viz-topic", 20, 30)
+	path := filepath.Join(t.TempDir(), "report", "linearizability.html")
+	faults := []history.FaultEvent{
+		{Fault: 1, Kind: "kill", Phase: history.Start, Time: at(5), Nodes: []int{2}, Detail: "kill -9 voter 2"},
+		{Fault: 1, Kind: "kill", Phase: history.Heal, Time: at(25), Nodes: []int{2}},
+	}
+	r := Linearizability(h.ops, LinearizabilityOptions{Timeout: 30 * time.Second, HTMLPath: path, Faults: faults})
+	wantViolation(t, r, 1, "viz-topic")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	for _, want := range []string{"<html", "#1 create(p=3)", "#2 describe", "1 kill [2]", "kill -9 voter 2"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("visualization does not contain %q", want)
+		}
+	}
+}
+
+func TestLinearizabilityTimeoutIsInconclusive(t *testing.T) {
+	// Many calls with no outcome, all concurrent with a read that no order
+	// can explain: porcupine has to try every subset of them.
+	var h hist
+	h.create(0, "a", 0, 10, "aaaa")
+	for i := range 40 {
+		if i%2 == 0 {
+			unknown(h.create(i+1, "a", 20, 0, ""))
+		} else {
+			unknown(h.delete(i+1, "a", 20, 0))
+		}
+	}
+	h.present(100, "a", 30, 40, "").Result.Partitions = 7 // every create asked for 3
+	began := time.Now()
+	r := Linearizability(h.ops, LinearizabilityOptions{Timeout: 200 * time.Millisecond})
+	t.Log(r)
+	if r.Valid && r.Inconclusive == "" {
+		t.Fatalf("a history porcupine cannot finish in 200ms checked conclusively valid:\n%s", r)
+	}
+	if r.Valid && !strings.Contains(r.Inconclusive, "timeout") {
+		t.Errorf("inconclusive = %q", r.Inconclusive)
+	}
+	if d := time.Since(began); d > 20*time.Second {
+		t.Errorf("the check took %s despite its 200ms timeout", d)
+	}
+}
+
+// TestRandomSequentialHistoriesAreLinearizable generates histories from a
+// correct topic store run sequentially, with each call's interval drawn
+// around its linearization point (so calls overlap) and some outcomes
+// lost; every one must check as linearizable.
+func TestRandomSequentialHistoriesAreLinearizable(t *testing.T) {
+	n := 150
+	if testing.Short() {
+		n = 30
+	}
+	for seed := range uint64(n) {
+		ops := randomHistory(rand.New(rand.NewPCG(seed, 7)), 40)
+		r := Linearizability(ops, LinearizabilityOptions{Timeout: time.Minute})
+		if !r.Valid || r.Inconclusive != "" {
+			for _, op := range ops {
+				t.Log(op)
+			}
+			t.Fatalf("seed %d: a valid history was reported:\n%s", seed, r)
+		}
+	}
+}
+
+// TestRandomHistoriesWithAFlippedReadAreCaught flips one read per random
+// history (present becomes absent) and expects the checker to catch a good
+// share of them: a flipped read concurrent with the call that changed the
+// topic is still linearizable, so not all are.
+func TestRandomHistoriesWithAFlippedReadAreCaught(t *testing.T) {
+	flipped, caught := 0, 0
+	for seed := range uint64(60) {
+		ops := randomHistory(rand.New(rand.NewPCG(seed, 7)), 40)
+		for i := len(ops) - 1; i >= 0; i-- {
+			if ops[i].Kind == history.Describe && ops[i].Outcome == history.OK {
+				ops[i].Outcome, ops[i].Code, ops[i].Result = history.Fail, kerr.UnknownTopicOrPartition.Code, nil
+				flipped++
+				break
+			}
+		}
+		if r := Linearizability(ops, LinearizabilityOptions{Timeout: time.Minute}); !r.Valid {
+			caught++
+		}
+	}
+	t.Logf("%d of %d flipped reads caught", caught, flipped)
+	if flipped < 30 || caught*2 < flipped {
+		t.Fatalf("only %d of %d flipped reads were caught", caught, flipped)
+	}
+}
+
+// randomHistory runs n calls on three topics against a correct store and
+// records them. Deletion is asynchronous, as in the controller: a deleted
+// topic's name stays taken until a random later moment.
+func randomHistory(rng *rand.Rand, n int) []history.Op {
+	type topic struct {
+		st         status
+		id         string
+		partitions int32
+		gen        int
+	}
+	topics := map[string]*topic{"a": {}, "b": {}, "c": {}}
+	names := []string{"a", "b", "c"}
+	var ops []history.Op
+	point := 0
+	for i := range n {
+		point += 10 + rng.IntN(10)
+		name := names[rng.IntN(len(names))]
+		tp := topics[name]
+		if tp.st == deleting && rng.IntN(2) == 0 {
+			tp.st = absent // the deletion finished
+		}
+		op := history.Op{ID: int64(i + 1), Client: i % 5, Topic: name, Outcome: history.OK}
+		switch rng.IntN(6) {
+		case 0, 1:
+			op.Kind = history.Create
+			op.Args = history.Args{Partitions: 1 + rng.Int32N(4), ReplicationFactor: 2}
+			if tp.st == absent {
+				tp.gen++
+				tp.st, tp.id, tp.partitions = present, name+string(rune('0'+tp.gen%10))+"-id", op.Args.Partitions
+				op.Result = &history.Result{TopicID: tp.id}
+			} else {
+				op.Outcome, op.Code = history.Fail, kerr.TopicAlreadyExists.Code
+			}
+		case 2:
+			op.Kind = history.Delete
+			switch tp.st {
+			case present:
+				tp.st = deleting
+			case absent:
+				op.Outcome, op.Code = history.Fail, kerr.UnknownTopicOrPartition.Code
+			}
+		case 3:
+			op.Kind = history.CreatePartitions
+			op.Args.Partitions = tp.partitions + 1 + rng.Int32N(2)
+			if tp.st == present {
+				tp.partitions = op.Args.Partitions
+			} else {
+				op.Outcome, op.Code = history.Fail, kerr.UnknownTopicOrPartition.Code
+			}
+		case 4:
+			op.Kind = history.Elect
+			op.Args.Partition = 0
+			if tp.st == present {
+				if rng.IntN(2) == 0 {
+					op.Outcome, op.Code = history.Fail, kerr.ElectionNotNeeded.Code
+				}
+			} else {
+				op.Outcome, op.Code = history.Fail, kerr.UnknownTopicOrPartition.Code
+			}
+		default:
+			op.Kind = history.Describe
+			if tp.st == present {
+				op.Result = &history.Result{TopicID: tp.id, Partitions: tp.partitions}
+			} else {
+				op.Outcome, op.Code = history.Fail, kerr.UnknownTopicOrPartition.Code
+			}
+		}
+		op.Invoke = at(point - rng.IntN(25))
+		op.Complete = at(point + rng.IntN(25))
+		switch rng.IntN(10) {
+		case 0: // the answer was lost
+			op.Outcome, op.Code, op.Result, op.Complete = history.Unknown, 0, nil, time.Time{}
+		case 1: // an error that does not say whether it took effect
+			if op.Kind.Mutating() && op.Kind != history.Elect {
+				op.Outcome, op.Code, op.Result = history.Fail, kerr.NotController.Code, nil
+			}
+		}
+		ops = append(ops, op)
+	}
+	return ops
+}

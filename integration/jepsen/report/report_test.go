@@ -1,0 +1,118 @@
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/check"
+	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/history"
+)
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// sampleRun is a small run with one lost creation and one stale epoch
+// accepted; everything else is in order.
+func sampleRun() Run {
+	ops := []history.Op{
+		{ID: 1, Client: 0, Kind: history.Create, Topic: "kept", Args: history.Args{Partitions: 1, ReplicationFactor: 3}, Invoke: at(0), Complete: at(10), Outcome: history.OK, Result: &history.Result{TopicID: "k1"}},
+		{ID: 2, Client: 1, Kind: history.Create, Topic: "lost", Args: history.Args{Partitions: 1, ReplicationFactor: 3}, Invoke: at(0), Complete: at(10), Outcome: history.OK, Result: &history.Result{TopicID: "l1"}},
+		{ID: 3, Client: 0, Kind: history.Describe, Topic: "kept", Invoke: at(20), Complete: at(30), Outcome: history.OK, Result: &history.Result{TopicID: "k1", Partitions: 1}},
+		{ID: 4, Client: 1, Kind: history.Delete, Topic: "kept", Invoke: at(1500), Outcome: history.Unknown, Error: "i/o timeout"},
+		{ID: 5, Client: 0, Kind: history.Create, Topic: "other", Args: history.Args{Partitions: 1, ReplicationFactor: 3}, Invoke: at(1600), Complete: at(1700), Outcome: history.Fail, Code: kerr.NotController.Code},
+		{ID: 6, Client: 0, Kind: history.Create, Topic: "other", Args: history.Args{Partitions: 1, ReplicationFactor: 3}, Invoke: at(1800), Complete: at(1900), Outcome: history.OK, Result: &history.Result{TopicID: "o1"}},
+	}
+	obs := []history.Observation{
+		{Broker: 1, Incarnation: "a", Seq: 1, Time: at(5), Request: history.UpdateMetadata, ControllerEpoch: 2, Partition: -1, Accepted: true},
+		{Broker: 1, Incarnation: "a", Seq: 2, Time: at(6), Request: history.UpdateMetadata, ControllerEpoch: 1, Partition: -1, Accepted: true},
+	}
+	faults := []history.FaultEvent{
+		{Fault: 1, Kind: "kill", Phase: history.Start, Time: at(1000), Nodes: []int{2}, Detail: "kill -9 the voter on 127.0.0.2"},
+		{Fault: 1, Kind: "kill", Phase: history.Heal, Time: at(1600), Nodes: []int{2}, Detail: "restart the voter"},
+	}
+	return Run{
+		Seed: 42, Duration: time.Minute, Nemesis: "kill", Schedule: []string{"fault 1 kill at +1s for 600ms hosts [2]"},
+		Skipped: []string{"partition-leader: not root"}, Started: at(0), Ended: at(3000),
+		Ops: ops, Observations: obs, Faults: faults,
+		Samples: []history.ClusterSample{{Time: at(2000), Live: []int32{1, 2, 3}, Partitions: []history.PartitionSample{{Topic: "kept", Partition: 0, Leader: 1, ISR: []int32{1, 2}}}}},
+		Hashes:  map[string]history.VoterHash{"1": {Index: 9, Hash: "ab"}, "2": {Index: 9, Hash: "ab"}, "3": {Index: 9, Hash: "ab"}},
+		Final:   check.FinalRead{Time: at(2500), Topics: map[string]history.TopicInfo{"kept": {Name: "kept", TopicID: "k1"}, "other": {Name: "other", TopicID: "o1"}}},
+	}
+}
+
+func TestReportFolder(t *testing.T) {
+	run := sampleRun()
+	base := t.TempDir()
+	dir, err := Dir(base, run.Seed, run.Started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(dir) != "20300102-030405-seed42" {
+		t.Errorf("dir = %s", dir)
+	}
+	if again, err := Dir(base, run.Seed, run.Started); err != nil || again == dir {
+		t.Errorf("a second run with the same start and seed got %s, %v", again, err)
+	}
+	c := Check(run, dir, Options{})
+	s, err := Write(dir, run, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Valid || s.Violations != 2 || s.Ops != 6 || s.Faults != 1 || s.Outcomes["fail NOT_CONTROLLER"] != 1 {
+		t.Fatalf("summary: %+v", s)
+	}
+	byName := map[string]check.Result{}
+	for _, r := range c.Results {
+		byName[r.Checker] = r
+	}
+	if byName["lost-writes"].Valid || byName["controller-epoch-fencing"].Valid || !byName["linearizability"].Valid || !byName["recovery"].Valid {
+		t.Fatalf("results:\n%s", s.Text())
+	}
+	if len(c.Recoveries) != 1 || c.Recoveries[0].AdminOp != 6 || c.Recoveries[0].Admin != 300*time.Millisecond {
+		t.Fatalf("recoveries = %+v", c.Recoveries)
+	}
+	for _, name := range []string{"seed.txt", "schedule.txt", "history.jsonl", "observations.jsonl", "faults.jsonl", "timeline.txt",
+		"samples.jsonl", "hashes.json", "final.json", "linearizability.html", "summary.json", "summary.txt"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	txt, _ := os.ReadFile(filepath.Join(dir, "summary.txt"))
+	for _, want := range []string{"INVALID: 2 violations", "seed 42", `acknowledged creation of "lost" lost`,
+		"controller epoch 1 after accepting epoch 2", "first successful call after 300ms (#6)", "skipped: partition-leader: not root"} {
+		if !strings.Contains(string(txt), want) {
+			t.Errorf("summary.txt lacks %q:\n%s", want, txt)
+		}
+	}
+	seed, _ := os.ReadFile(filepath.Join(dir, "seed.txt"))
+	if !strings.HasPrefix(string(seed), "42\n") || !strings.Contains(string(seed), "make jepsen SEED=42") {
+		t.Errorf("seed.txt = %q", seed)
+	}
+	var js Summary
+	b, _ := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err := json.Unmarshal(b, &js); err != nil || js.Valid || js.Violations != 2 || js.Run.Seed != 42 {
+		t.Errorf("summary.json: %v %+v", err, js)
+	}
+
+	// The folder alone is enough to check the run again.
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Ops) != 6 || len(back.Observations) != 2 || len(back.Faults) != 2 || len(back.Samples) != 1 || back.Seed != 42 ||
+		!reflect.DeepEqual(back.Hashes, run.Hashes) || len(back.Final.Topics) != 2 || !back.Ended.Equal(run.Ended) {
+		t.Fatalf("loaded run: %+v", back)
+	}
+	again := Check(back, "", Options{})
+	if again.Violations() != 2 || again.Valid() {
+		t.Fatalf("re-checking the loaded run: %d violations", again.Violations())
+	}
+}

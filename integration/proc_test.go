@@ -1,0 +1,237 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a running ctrlnode whose combined output is collected line by
+// line, with the time each line arrived.
+type proc struct {
+	name  string
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	times []time.Time
+	done  chan struct{}
+	err   error
+}
+
+func startProc(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(ctrlnode(t), args...)
+	if env != nil {
+		cmd.Env = env
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.times = append(p.times, time.Now())
+			p.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, out)
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", name, p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// find returns the first line matching re with its arrival time.
+func (p *proc) find(re *regexp.Regexp) ([]string, time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, l := range p.lines {
+		if m := re.FindStringSubmatch(l); m != nil {
+			return m, p.times[i], true
+		}
+	}
+	return nil, time.Time{}, false
+}
+
+// waitLine waits for a line matching re and returns its submatches.
+func (p *proc) waitLine(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	var m []string
+	waitFor(t, timeout, fmt.Sprintf("%s: a line matching %q", p.name, re), func() bool {
+		var ok bool
+		m, _, ok = p.find(re)
+		return ok
+	})
+	return m
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig and waits for the process to exit.
+func (p *proc) signal(t *testing.T, sig syscall.Signal, timeout time.Duration) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v of %v", p.name, timeout, sig)
+		return nil
+	}
+}
+
+// waitFor polls cond every 50 ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// result is a finished admin command.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// ctl runs a ctrlnode command to completion.
+func ctl(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(ctrlnode(t), args...)
+	if env != nil {
+		cmd.Env = env
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("ctrlnode %v: %v", args, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// ctlJSON runs an admin command until it exits 0 (or timeout passes)
+// and decodes its JSON output into v.
+func ctlJSON(t *testing.T, timeout time.Duration, v any, args ...string) {
+	t.Helper()
+	var last result
+	waitFor(t, timeout, fmt.Sprintf("ctrlnode %s to succeed", strings.Join(args, " ")), func() bool {
+		last = ctl(t, nil, append(args, "--json")...)
+		if last.code != 0 {
+			return false
+		}
+		// Decode into a zero value: json merges into existing maps.
+		rv := reflect.ValueOf(v).Elem()
+		rv.Set(reflect.Zero(rv.Type()))
+		if err := json.Unmarshal([]byte(last.stdout), v); err != nil {
+			t.Fatalf("ctrlnode %v --json: %v\n%s", args, err, last)
+		}
+		return true
+	})
+}
+
+// freePortBase finds a base port p such that p..p+span are all free.
+func freePortBase(t *testing.T, offsets ...int) int {
+	t.Helper()
+	for try := 0; try < 200; try++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if base+400 > 65535 {
+			continue
+		}
+		ok := true
+		var held []net.Listener
+		for _, off := range offsets {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, l)
+		}
+		for _, l := range held {
+			_ = l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port range found")
+	return 0
+}
+
+// httpGet returns the status and body of a GET.
+func httpGet(url string) (int, string, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}

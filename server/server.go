@@ -1,0 +1,345 @@
+// Package server assembles one ctrlquorum node from the library's parts:
+// a controller voter (raft voter, FSM, controller) with its Kafka-protocol
+// listener and the sender pool that delivers its control requests to
+// brokers; a broker agent; the operations HTTP endpoint (metrics, health,
+// readiness, state hash). A node has either role or both. It is what
+// `ctrlnode run` starts, three times over for `ctrlnode dev`, and what a
+// broker process that embeds a controller would start.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/controller"
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/metrics"
+	"github.com/ctrlquorum/ctrlquorum/ops"
+	"github.com/ctrlquorum/ctrlquorum/transport/listener"
+	"github.com/ctrlquorum/ctrlquorum/transport/sender"
+	"github.com/ctrlquorum/ctrlquorum/voter"
+)
+
+// VoterPeer is one controller voter of the quorum: its raft address and
+// the address of its Kafka-protocol listener, both as the other nodes
+// reach them.
+type VoterPeer struct {
+	ID       int32
+	Raft     string // host:port
+	Listener string // host:port
+}
+
+// Config describes one node. Validate reports what is wrong with it.
+type Config struct {
+	// NodeID is the voter's id (the raft server id, and the id the
+	// listener reports for this voter). Voter ids and broker ids must not
+	// collide: voters 1001–1003 and brokers from 1 is the convention.
+	NodeID int32
+	Voter  bool
+	Broker bool
+
+	// Voter role.
+	RaftAddr          string // host:port raft binds
+	RaftAdvertise     string // host:port peers dial; empty: RaftAddr
+	Listener          string // host:port of the Kafka-protocol listener
+	ListenerAdvertise string // host:port clients are told; empty: Listener
+	// Voters lists every voter, this one included; a fresh data directory
+	// bootstraps the quorum from it.
+	Voters  []VoterPeer
+	DataDir string
+	// SessionTimeout is the broker session timeout; zero means 9 s.
+	SessionTimeout time.Duration
+	ClusterID      string
+
+	// Broker role.
+	BrokerID          int32
+	BrokerListener    string // host:port the agent binds
+	BrokerAdvertise   string // host:port registered; empty: bound address
+	BrokerRack        string
+	Controllers       []string // bootstrap listeners; empty: the Voters' listeners
+	HeartbeatInterval time.Duration
+	BrokerHost        broker.Host // nil: a broker.MemoryHost
+
+	// HTTPAddr is where the operations endpoint listens; empty: none.
+	HTTPAddr string
+	Pprof    bool
+
+	Logger hclog.Logger
+	// VoterOptions adjusts the raft voter's configuration (timeouts, a TLS
+	// stream layer).
+	VoterOptions func(*voter.Config)
+}
+
+// Server is a running node.
+type Server struct {
+	cfg      Config
+	log      hclog.Logger
+	Node     *controller.Node     // nil without the voter role
+	Listener *listener.Listener   // nil without the voter role
+	Sender   *sender.Pool         // nil without the voter role
+	Agent    *broker.Agent        // nil without the broker role
+	HTTP     *ops.Server          // nil without HTTPAddr
+	Registry *prometheus.Registry // this node's metrics
+
+	stopOnce sync.Once
+	stopErr  error
+	mu       sync.Mutex
+	handedTo string
+}
+
+// Start starts the node's parts: voter, listener, broker agent, HTTP
+// endpoint, in that order. On error it stops what it started.
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry()}
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	fail := func(err error) (*Server, error) {
+		s.abort()
+		return nil, err
+	}
+	if cfg.Voter {
+		if err := s.startVoter(); err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.Broker {
+		if err := s.startBroker(); err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.HTTPAddr != "" {
+		ocfg := ops.Config{NodeID: cfg.NodeID, Node: s.Node, Gatherer: s.Registry, Pprof: cfg.Pprof}
+		if s.Agent != nil {
+			a := s.Agent
+			ocfg.Checks = append(ocfg.Checks, func() error {
+				st := a.Status()
+				if !st.Registered {
+					return fmt.Errorf("broker %d not registered with the controller", a.BrokerID())
+				}
+				return nil
+			})
+		}
+		h, err := ops.Serve(cfg.HTTPAddr, ops.Handler(ocfg))
+		if err != nil {
+			return fail(fmt.Errorf("http: %w", err))
+		}
+		s.HTTP = h
+	}
+	return s, nil
+}
+
+// stopReplicaForwarder passes the sender's StopReplica outcomes to the
+// controller, which exists only once the node has started.
+type stopReplicaForwarder struct {
+	c atomic.Pointer[controller.Controller]
+}
+
+func (f *stopReplicaForwarder) HandleStopReplicaResponse(brokerID int32, results []sender.StopReplicaResult) {
+	c := f.c.Load()
+	if c == nil {
+		return
+	}
+	out := make([]controller.StopReplicaResult, len(results))
+	for i, r := range results {
+		out[i] = controller.StopReplicaResult{TopicID: r.TopicID, Topic: r.Topic, Partition: r.Partition, Err: r.Err}
+	}
+	c.HandleStopReplicaResponse(brokerID, out)
+}
+
+func (s *Server) startVoter() error {
+	cfg := s.cfg
+	var image atomic.Pointer[fsm.FSM]
+	fwd := &stopReplicaForwarder{}
+	s.Sender = sender.New(sender.Config{
+		Logger: s.log,
+		Resolve: func(id int32) (string, bool) {
+			f := image.Load()
+			if f == nil {
+				return "", false
+			}
+			return sender.ImageResolver(f)(id)
+		},
+		Responses: fwd,
+	})
+	var peers []controller.Peer
+	var lpeers []listener.PeerListener
+	for _, v := range cfg.Voters {
+		peers = append(peers, controller.Peer{ID: v.ID, Addr: v.Raft})
+		host, port, _ := splitHostPort(v.Listener)
+		lpeers = append(lpeers, listener.PeerListener{NodeID: v.ID, Host: host, Port: int32(port)})
+	}
+	observer := metrics.NewLoopObserver(s.Registry)
+	n, err := controller.StartNode(controller.NodeConfig{
+		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdvertise, DataDir: cfg.DataDir,
+		Peers: peers, Sender: s.Sender, Logger: s.log, SessionTimeout: cfg.SessionTimeout,
+		Voter:      cfg.VoterOptions,
+		Controller: func(c *controller.Config) { c.Observer = observer },
+	})
+	if err != nil {
+		return err
+	}
+	s.Node = n
+	image.Store(n.FSM)
+	fwd.c.Store(n.Controller)
+	s.Registry.MustRegister(metrics.NewNodeCollector(n))
+	l, err := listener.New(listener.Config{
+		Addr: cfg.Listener, Advertise: cfg.ListenerAdvertise, Node: n, Peers: lpeers,
+		Logger: s.log, ClusterID: cfg.ClusterID,
+	})
+	if err != nil {
+		return err
+	}
+	s.Listener = l
+	return nil
+}
+
+func (s *Server) startBroker() error {
+	cfg := s.cfg
+	ctrls := cfg.Controllers
+	if len(ctrls) == 0 {
+		for _, v := range cfg.Voters {
+			ctrls = append(ctrls, v.Listener)
+		}
+	}
+	a, err := broker.Start(broker.Config{
+		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
+		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
+		Host: cfg.BrokerHost, Logger: s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)
+	}
+	s.Agent = a
+	return nil
+}
+
+// abort stops whatever started, without the graceful steps.
+func (s *Server) abort() {
+	if s.HTTP != nil {
+		_ = s.HTTP.Close()
+	}
+	if s.Agent != nil {
+		_ = s.Agent.Close()
+	}
+	if s.Listener != nil {
+		_ = s.Listener.Close()
+	}
+	if s.Node != nil {
+		_ = s.Node.Shutdown()
+	}
+	if s.Sender != nil {
+		s.Sender.Close()
+	}
+}
+
+// Stop stops the node gracefully: the broker agent goes through a
+// controlled shutdown (the controller moves leadership off it first), a
+// voter that leads hands raft leadership to another voter, then the
+// listener, the sender and the HTTP endpoint close. If ctx ends first the
+// remaining steps are done without waiting.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		var errs []error
+		if s.Agent != nil {
+			if err := s.Agent.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("broker controlled shutdown: %w", err))
+			}
+		}
+		if s.Node != nil {
+			s.handOver(ctx)
+			if err := s.Node.Shutdown(); err != nil {
+				errs = append(errs, fmt.Errorf("voter: %w", err))
+			}
+		}
+		if s.Listener != nil {
+			if err := s.Listener.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("listener: %w", err))
+			}
+		}
+		if s.Sender != nil {
+			s.Sender.Close()
+		}
+		if s.HTTP != nil {
+			_ = s.HTTP.Close()
+		}
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+// handOver moves raft leadership to another voter if this one leads, and
+// waits until this voter hears from the new leader (or ctx ends), so the
+// quorum has a leader again before this one stops.
+func (s *Server) handOver(ctx context.Context) {
+	v := s.Node.Voter
+	if !v.IsLeader() {
+		return
+	}
+	s.Node.Controller.Deactivate()
+	if err := v.TransferLeadership(); err != nil {
+		s.log.Warn("leadership transfer failed; stopping anyway", "error", err)
+		return
+	}
+	for {
+		if _, id := v.LeaderID(); id != "" && id != v.ID() {
+			s.mu.Lock()
+			s.handedTo = id
+			s.mu.Unlock()
+			s.log.Info("leadership handed over", "to", id)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.log.Warn("no new leader seen before the stop deadline")
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// HandedOverTo returns the voter id leadership was handed to by Stop, or
+// "" if this node did not lead (or no successor was seen).
+func (s *Server) HandedOverTo() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handedTo
+}
+
+// Close stops the node at once, with no controlled shutdown and no
+// leadership handover: what a crash looks like to the other nodes, less
+// the lost writes.
+func (s *Server) Close() error {
+	s.stopOnce.Do(func() { s.abort() })
+	return s.stopErr
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", p)
+	}
+	return host, port, nil
+}
+
+// Cfg returns the configuration the node runs with.
+func (s *Server) Cfg() Config { return s.cfg }

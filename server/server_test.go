@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/ops"
+	"github.com/ctrlquorum/ctrlquorum/voter"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOneNodeVoterAndBroker starts a single node with both roles and its
+// HTTP endpoint: it becomes ready once it leads and its broker has
+// registered through its own listener, and its metrics, state hash and
+// broker list say so. A graceful stop succeeds.
+func TestOneNodeVoterAndBroker(t *testing.T) {
+	raft, lis := freeAddr(t), freeAddr(t)
+	s, err := Start(Config{
+		NodeID: 1001, Voter: true, Broker: true, BrokerID: 1,
+		RaftAddr: raft, Listener: lis, Voters: []VoterPeer{{ID: 1001, Raft: raft, Listener: lis}},
+		DataDir: t.TempDir(), SessionTimeout: 2 * time.Second, BrokerListener: "127.0.0.1:0",
+		HeartbeatInterval: 100 * time.Millisecond, HTTPAddr: "127.0.0.1:0", Pprof: true,
+		VoterOptions: voter.FastTimeouts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = s.Close()
+		}
+	})
+	base := "http://" + s.HTTP.Addr()
+	if code, body := get(t, base+"/healthz"); code != 200 || !strings.Contains(body, `"ok"`) {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	waitFor(t, 30*time.Second, "/readyz 200", func() bool {
+		code, _ := get(t, base+"/readyz")
+		return code == 200
+	})
+	var brokers ops.Brokers
+	waitFor(t, 30*time.Second, "broker 1 unfenced in /brokers", func() bool {
+		_, body := get(t, base+"/brokers")
+		if err := json.Unmarshal([]byte(body), &brokers); err != nil {
+			t.Fatalf("/brokers: %v: %s", err, body)
+		}
+		return len(brokers.Brokers) == 1 && brokers.Brokers[0].ID == 1 && !brokers.Brokers[0].Fenced
+	})
+	if len(brokers.Brokers[0].Endpoints) == 0 || brokers.Brokers[0].Epoch <= 0 {
+		t.Fatalf("/brokers: %+v", brokers)
+	}
+	var sh ops.StateHash
+	_, body := get(t, base+"/state-hash")
+	if err := json.Unmarshal([]byte(body), &sh); err != nil || sh.Node != 1001 || sh.Index == 0 || len(sh.Hash) != 64 || sh.ControllerEpoch < 1 {
+		t.Fatalf("/state-hash: %s (%v)", body, err)
+	}
+	waitFor(t, 10*time.Second, "metrics of an active controller with one broker", func() bool {
+		_, m := get(t, base+"/metrics")
+		return strings.Contains(m, "\nkafka_controller_active_controller_count 1\n") &&
+			strings.Contains(m, "\nkafka_controller_active_broker_count 1\n") &&
+			strings.Contains(m, `kafka_raft_current_state{state="Leader"} 1`) &&
+			strings.Contains(m, "kafka_controller_event_queue_time_seconds_count") &&
+			strings.Contains(m, "\ngo_goroutines ")
+	})
+	if code, _ := get(t, base+"/debug/pprof/cmdline"); code != 200 {
+		t.Fatalf("pprof enabled but /debug/pprof/cmdline answers %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	stopped = true
+	if code, _ := get(t, base+"/healthz"); code != 0 {
+		t.Fatalf("the HTTP endpoint still answers after Stop: %d", code)
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	good := func() Config {
+		return Config{NodeID: 1001, Voter: true, RaftAddr: "127.0.0.1:9093", Listener: "127.0.0.1:9092", DataDir: "/d",
+			Voters: []VoterPeer{{1001, "127.0.0.1:9093", "127.0.0.1:9092"}}}
+	}
+	if err := (func() *Config { c := good(); return &c }()).Validate(); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	for _, tc := range []struct {
+		field string
+		mod   func(*Config)
+	}{
+		{"Roles", func(c *Config) { c.Voter = false }},
+		{"Voters", func(c *Config) { c.Voters = nil }},
+		{"Voters[1].ID", func(c *Config) { c.Voters = append(c.Voters, c.Voters[0]) }},
+		{"Voters[0].Raft", func(c *Config) { c.RaftAddr = "127.0.0.1:1" }},
+		{"DataDir", func(c *Config) { c.DataDir = "" }},
+		{"BrokerID", func(c *Config) { c.Broker, c.BrokerID, c.BrokerListener = true, 1001, "127.0.0.1:0" }},
+		{"BrokerListener", func(c *Config) { c.Broker, c.BrokerID = true, 1 }},
+		{"HTTPAddr", func(c *Config) { c.HTTPAddr = "nope" }},
+		{"SessionTimeout", func(c *Config) { c.SessionTimeout = time.Millisecond }},
+	} {
+		c := good()
+		tc.mod(&c)
+		var fe *FieldError
+		if err := c.Validate(); !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s: Validate() = %v, want a FieldError on %s", tc.field, err, tc.field)
+		}
+	}
+}

@@ -1,0 +1,269 @@
+package listener
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/controller"
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+)
+
+// electLeaders maps ElectLeaders onto Controller.ElectLeaders. Version 0
+// has no election type: it is the preferred-replica election it was
+// introduced as. Null topics means every partition (and then only those an
+// election could change are reported, as Kafka does).
+func (l *Listener) electLeaders(ctx context.Context, req *kmsg.ElectLeadersRequest) *kmsg.ElectLeadersResponse {
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	typ := controller.ElectionType(req.ElectionType)
+	if req.Version == 0 {
+		typ = controller.PreferredLeaderElection
+	}
+	var parts []controller.TopicPartition
+	if req.Topics != nil {
+		parts = []controller.TopicPartition{}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				parts = append(parts, controller.TopicPartition{Topic: t.Topic, Partition: p})
+			}
+		}
+	}
+	var results []controller.ElectLeadersResult
+	var err error
+	if l.standby() {
+		err = l.notController()
+	} else {
+		cctx, cancel := l.requestContext(ctx, req.TimeoutMillis)
+		results, err = l.node.Controller.ElectLeaders(cctx, typ, parts)
+		cancel()
+	}
+	if err != nil {
+		// A whole-request failure: the top-level code (v1+), and every
+		// named partition too, which is where v0 clients (and kgo, when
+		// deciding whether to retry on NOT_CONTROLLER) look.
+		resp.ErrorCode = errorCode(err)
+		results = results[:0]
+		for _, tp := range parts {
+			results = append(results, controller.ElectLeadersResult{Topic: tp.Topic, Partition: tp.Partition, Err: err})
+		}
+	}
+	index := map[string]int{}
+	for _, r := range results {
+		i, ok := index[r.Topic]
+		if !ok {
+			i = len(resp.Topics)
+			index[r.Topic] = i
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = r.Topic
+			resp.Topics = append(resp.Topics, rt)
+		}
+		rp := kmsg.NewElectLeadersResponseTopicPartition()
+		rp.Partition = r.Partition
+		rp.ErrorCode = errorCode(r.Err)
+		rp.ErrorMessage = errorMessage(r.Err)
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+	}
+	return resp
+}
+
+// describeCluster lists the same nodes as Metadata. EndpointType 2
+// (controllers, KIP-919) lists the voters alone; IncludeFencedBrokers (v2)
+// adds fenced data brokers, flagged.
+func (l *Listener) describeCluster(req *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if req.Version >= 1 {
+		resp.EndpointType = req.EndpointType
+		if req.EndpointType != 1 && req.EndpointType != 2 {
+			resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+			msg := "endpoint type " + strconv.Itoa(int(req.EndpointType)) + " is not one of 1 (brokers) and 2 (controllers)"
+			resp.ErrorMessage = &msg
+			return resp
+		}
+	}
+	resp.ClusterID = l.cfg.ClusterID
+	resp.ControllerID = l.activeID()
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterOps
+	}
+	l.node.FSM.View(func(im *fsm.Image) {
+		c := l.clusterOf(im, req.IncludeFencedBrokers, true, req.Version == 0 || req.EndpointType == 1)
+		for _, n := range c.nodes {
+			b := kmsg.NewDescribeClusterResponseBroker()
+			b.NodeID, b.Host, b.Port, b.Rack, b.IsFenced = n.id, n.host, n.port, n.rack, n.fenced
+			resp.Brokers = append(resp.Brokers, b)
+		}
+	})
+	return resp
+}
+
+// metadataTopic is the name and partition DescribeQuorum asks about: the
+// controllers' log, as KRaft names it.
+const metadataTopic = "__cluster_metadata"
+
+// probeClientID marks the DescribeQuorum the active voter sends a follower
+// to learn its log end: the follower answers with its own raft state
+// instead of NOT_CONTROLLER.
+const probeClientID = "ctrlquorum-quorum-probe"
+
+// describeQuorum answers on the active controller from hashicorp/raft:
+//
+//   - LeaderID: this voter; LeaderEpoch: the raft term; HighWatermark: the
+//     raft commit index. Offsets are raft log indexes throughout.
+//   - CurrentVoters / Observers: the voters and non-voters of the raft
+//     configuration (GetConfiguration).
+//   - The leader's own LogEndOffset is its last log index. hashicorp/raft
+//     keeps each follower's match index private, so a follower's log end
+//     is asked of the follower itself: a probe DescribeQuorum to its
+//     listener, answered with its last log index and the wall-clock time
+//     it last heard from the leader (raft's LastContact). That gives
+//     LogEndOffset and LastFetchTimestamp, and LastCaughtUpTimestamp (the
+//     same time, when the follower's log reaches the high watermark). A
+//     follower that does not answer within PeerTimeout is reported with
+//     -1 in all three. The leader's own timestamps are -1, as in Kafka.
+//
+// A standby answers NOT_CONTROLLER at the top level, which is where
+// clients look before rerouting.
+func (l *Listener) describeQuorum(ctx context.Context, c *kafkawire.Conn, req *kmsg.DescribeQuorumRequest) *kmsg.DescribeQuorumResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	r := l.node.Voter.Raft()
+	if clientID(c) == probeClientID {
+		return l.quorumProbeAnswer(resp)
+	}
+	valid := len(req.Topics) == 1 && req.Topics[0].Topic == metadataTopic &&
+		len(req.Topics[0].Partitions) == 1 && req.Topics[0].Partitions[0].Partition == 0
+	if !valid {
+		resp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		msg := "DescribeQuorum describes " + metadataTopic + " partition 0 only"
+		resp.ErrorMessage = &msg
+		return resp
+	}
+	rt := kmsg.NewDescribeQuorumResponseTopic()
+	rt.Topic = metadataTopic
+	rp := kmsg.NewDescribeQuorumResponseTopicPartition()
+	if r.State() != raft.Leader {
+		err := l.notController()
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
+		rp.ErrorCode = kerr.NotLeaderForPartition.Code
+		rp.LeaderID = l.activeID()
+		rp.LeaderEpoch = int32(r.CurrentTerm())
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp
+	}
+	rp.LeaderID = l.self
+	rp.LeaderEpoch = int32(r.CurrentTerm())
+	hw := r.CommitIndex()
+	rp.HighWatermark = int64(hw)
+
+	var servers []raft.Server
+	if f := r.GetConfiguration(); f.Error() == nil {
+		servers = f.Configuration().Servers
+	}
+	states := make([]kmsg.DescribeQuorumResponseTopicPartitionReplicaState, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		st := &states[i]
+		*st = kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+		st.LogEndOffset = -1
+		id, err := strconv.ParseInt(string(s.ID), 10, 32)
+		if err != nil {
+			st.ReplicaID = -1
+			continue
+		}
+		st.ReplicaID = int32(id)
+		if int32(id) == l.self {
+			st.LogEndOffset = int64(r.LastIndex())
+			continue
+		}
+		p, ok := l.peers[int32(id)]
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.probeFollower(ctx, p, hw, st)
+		}()
+	}
+	wg.Wait()
+	for i, s := range servers {
+		if s.Suffrage == raft.Voter {
+			rp.CurrentVoters = append(rp.CurrentVoters, states[i])
+		} else {
+			rp.Observers = append(rp.Observers, states[i])
+		}
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	resp.Topics = append(resp.Topics, rt)
+	for _, id := range l.peerIDs {
+		p := l.peers[id]
+		n := kmsg.NewDescribeQuorumResponseNode()
+		n.NodeID = id
+		ln := kmsg.NewDescribeQuorumResponseNodeListener()
+		ln.Name, ln.Host, ln.Port = l.cfg.ControllerListener, p.Host, uint16(p.Port)
+		n.Listeners = append(n.Listeners, ln)
+		resp.Nodes = append(resp.Nodes, n)
+	}
+	return resp
+}
+
+// probeFollower fills a follower's replica state from its own answer.
+func (l *Listener) probeFollower(ctx context.Context, p PeerListener, hw uint64, st *kmsg.DescribeQuorumResponseTopicPartitionReplicaState) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.PeerTimeout)
+	defer cancel()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.SetVersion(req.MaxVersion())
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = metadataTopic
+	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
+	req.Topics = append(req.Topics, rt)
+	resp, err := call(ctx, p.addr(), probeClientID, req)
+	if err != nil {
+		l.log.Debug("quorum probe failed", "voter", p.NodeID, "error", err)
+		return
+	}
+	qr := resp.(*kmsg.DescribeQuorumResponse)
+	if len(qr.Topics) != 1 || len(qr.Topics[0].Partitions) != 1 || len(qr.Topics[0].Partitions[0].CurrentVoters) != 1 {
+		return
+	}
+	own := qr.Topics[0].Partitions[0].CurrentVoters[0]
+	if own.ReplicaID != p.NodeID {
+		return
+	}
+	st.LogEndOffset = own.LogEndOffset
+	st.LastFetchTimestamp = own.LastFetchTimestamp
+	if own.LogEndOffset >= int64(hw) {
+		st.LastCaughtUpTimestamp = own.LastFetchTimestamp
+	}
+}
+
+// quorumProbeAnswer is a voter's own raft state for the active voter's
+// DescribeQuorum: its last log index, and the wall-clock time it last
+// heard from the leader (-1 if never).
+func (l *Listener) quorumProbeAnswer(resp *kmsg.DescribeQuorumResponse) *kmsg.DescribeQuorumResponse {
+	r := l.node.Voter.Raft()
+	rt := kmsg.NewDescribeQuorumResponseTopic()
+	rt.Topic = metadataTopic
+	rp := kmsg.NewDescribeQuorumResponseTopicPartition()
+	rp.LeaderID = l.activeID()
+	rp.LeaderEpoch = int32(r.CurrentTerm())
+	rp.HighWatermark = int64(r.CommitIndex())
+	st := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+	st.ReplicaID = l.self
+	st.LogEndOffset = int64(r.LastIndex())
+	if last := r.LastContact(); !last.IsZero() {
+		st.LastFetchTimestamp = last.UnixMilli()
+	} else if r.State() == raft.Leader {
+		st.LastFetchTimestamp = time.Now().UnixMilli()
+	}
+	rp.CurrentVoters = append(rp.CurrentVoters, st)
+	rt.Partitions = append(rt.Partitions, rp)
+	resp.Topics = append(resp.Topics, rt)
+	return resp
+}

@@ -1,0 +1,184 @@
+package listener
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/controller"
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// BenchmarkCreateTopicsOverWire creates b.N one-partition topics
+// (replication factor 3) from 64 concurrent kgo clients, each with its
+// own connection, through the listeners of three voters, and reports
+// topics committed per second and the p50/p99 latency of one CreateTopics
+// call. The raw raft floor (sequential 100-byte entries through the
+// active voter's raft.Apply) is measured on the same cluster just before,
+// and reported with its ratio. The voters, the brokers and the clients
+// all share this machine's cores.
+//
+//	go test -run '^$' -bench CreateTopicsOverWire -benchtime 4000x ./transport/listener
+func BenchmarkCreateTopicsOverWire(b *testing.B) {
+	const clients = 64
+	c := newTestCluster(b, clusterOpts{session: 30 * time.Second, steady: true})
+	c.startBrokers(3)
+	active := c.active(20 * time.Second)
+
+	raft := rawRaftLatencies(b, c, active, 200)
+
+	adms := make([]*kadm.Client, clients)
+	for i := range adms {
+		cl := c.client(kgo.RetryTimeout(2 * time.Minute))
+		// Connect and learn the controller before the clock starts.
+		if _, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), cl); err != nil {
+			b.Fatal(err)
+		}
+		adms[i] = kadm.NewClient(cl)
+	}
+
+	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
+	lat := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	b.ResetTimer()
+	start := time.Now()
+	for _, adm := range adms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				name := fmt.Sprintf("%s%07d", prefix, i)
+				t0 := time.Now()
+				res, err := adm.CreateTopics(context.Background(), 1, 3, nil, name)
+				lat[i] = time.Since(t0)
+				if err == nil {
+					err = res.Error()
+				}
+				if err != nil {
+					failed.Store(fmt.Errorf("%s: %w", name, err))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	var created int
+	c.view(c.active(10*time.Second), func(im *fsm.Image) { created = im.NumTopics() })
+	if created < b.N {
+		b.Fatalf("%d topics in the image after %d acknowledged creations", created, b.N)
+	}
+
+	// The same load straight into the controller, bypassing the wire and
+	// the clients: what is left of the difference is their cost.
+	direct, directElapsed := directCreates(b, c, clients, b.N)
+
+	rate := float64(b.N) / elapsed.Seconds()
+	p50, p99 := percentile(lat, 0.50), percentile(lat, 0.99)
+	r50, r99 := percentile(raft, 0.50), percentile(raft, 0.99)
+	d50, d99 := percentile(direct, 0.50), percentile(direct, 0.99)
+	b.ReportMetric(rate, "topics/s")
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p99), "p99-ms")
+	b.ReportMetric(ms(r50), "raft-p50-ms")
+	b.ReportMetric(ms(r99), "raft-p99-ms")
+	b.ReportMetric(float64(b.N)/directElapsed.Seconds(), "direct-topics/s")
+	b.ReportMetric(ms(d50), "direct-p50-ms")
+	b.Logf("%d topics from %d kgo clients in %v: %.0f topics/s, CreateTopics p50 %v p99 %v | raw raft apply (sequential, 100 B) p50 %v p99 %v, p50 ratio %.1fx | direct Controller.CreateTopics from %d goroutines: %.0f topics/s, p50 %v p99 %v",
+		b.N, clients, elapsed.Round(time.Millisecond), rate, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond),
+		r50.Round(10*time.Microsecond), r99.Round(10*time.Microsecond), float64(p50)/float64(r50),
+		clients, float64(b.N)/directElapsed.Seconds(), d50.Round(10*time.Microsecond), d99.Round(10*time.Microsecond))
+}
+
+// directCreates creates n one-partition topics from the given number of
+// goroutines through the active controller's CreateTopics, one topic per
+// call, and returns each call's latency and the total time.
+func directCreates(b *testing.B, c *testCluster, workers, n int) ([]time.Duration, time.Duration) {
+	ctl := c.node(c.active(10 * time.Second)).Controller
+	prefix := fmt.Sprintf("direct-%d-", time.Now().UnixNano())
+	lat := make([]time.Duration, n)
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				res := ctl.CreateTopics(context.Background(), []controller.CreateTopic{{Name: fmt.Sprintf("%s%07d", prefix, i), NumPartitions: 1, ReplicationFactor: 3}}, false)
+				lat[i] = time.Since(t0)
+				if res[0].Err != nil {
+					failed.Store(res[0].Err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	return lat, elapsed
+}
+
+// rawRaftLatencies applies n sequential 100-byte entries through voter
+// i's raft and returns each one's latency. The entry is a valid batch
+// (a config record for a topic that does not exist, padded), which the
+// FSM decodes and rejects without halting.
+func rawRaftLatencies(b *testing.B, c *testCluster, i, n int) []time.Duration {
+	pad := 0
+	var data []byte
+	for {
+		var err error
+		data, err = rl.EncodeBatch([]rl.Record{&rl.TopicConfig{TopicID: rl.TopicID{0xff}, Key: string(make([]byte, pad))}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(data) >= 100 {
+			break
+		}
+		pad += 100 - len(data)
+	}
+	r := c.node(i).Voter.Raft()
+	out := make([]time.Duration, n)
+	for k := range out {
+		t0 := time.Now()
+		if err := r.Apply(data, 5*time.Second).Error(); err != nil {
+			b.Fatal(err)
+		}
+		out[k] = time.Since(t0)
+	}
+	return out
+}
+
+func percentile(s []time.Duration, q float64) time.Duration {
+	s = append([]time.Duration(nil), s...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,540 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/controller"
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/voter"
+)
+
+// The tests run three controller voters in the process (real raft over
+// loopback TCP, bolt files in temp dirs), each behind its listener, and
+// data brokers that register and heartbeat over the wire. Voter ids are
+// 1001–1003 and broker ids start at 1: the id rule the listener documents.
+
+const testClusterID = "listener-test-cluster"
+
+type testCluster struct {
+	t       testing.TB
+	session time.Duration
+	steady  bool
+
+	mu        sync.Mutex // guards nodes and listeners: brokers read them concurrently
+	ids       []int32
+	raftPeers []controller.Peer
+	peers     []PeerListener
+	dirs      []string
+	nodes     []*controller.Node
+	listeners []*Listener
+	brokers   map[int32]*testBroker
+}
+
+type clusterOpts struct {
+	session time.Duration
+	// steady keeps raft's default timeouts, for benchmarks: the load they
+	// put on the machine would trigger elections with the fast ones.
+	steady bool
+}
+
+func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
+	t.Helper()
+	if opts.session == 0 {
+		opts.session = 6 * time.Second
+	}
+	c := &testCluster{t: t, session: opts.session, steady: opts.steady, brokers: map[int32]*testBroker{}}
+	streams := make([]*transport.StreamLayer, 3)
+	lns := make([]net.Listener, 3)
+	for i := range 3 {
+		s, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[i], lns[i] = s, ln
+		id := int32(1001 + i)
+		c.ids = append(c.ids, id)
+		c.raftPeers = append(c.raftPeers, controller.Peer{ID: id, Addr: s.Addr().String()})
+		c.peers = append(c.peers, PeerListener{NodeID: id, Host: "127.0.0.1", Port: int32(ln.Addr().(*net.TCPAddr).Port)})
+		c.dirs = append(c.dirs, t.TempDir())
+	}
+	c.nodes = make([]*controller.Node, 3)
+	c.listeners = make([]*Listener, 3)
+	t.Cleanup(c.shutdown)
+	for i := range 3 {
+		c.start(i, streams[i], lns[i])
+	}
+	return c
+}
+
+func testLogger(name string) hclog.Logger {
+	level := hclog.Warn
+	if os.Getenv("CQ_DEBUG") != "" {
+		level = hclog.Debug
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level})
+}
+
+// start starts voter i with its listener; nil stream and ln reopen the
+// voter's former ports.
+func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listener) {
+	c.t.Helper()
+	if stream == nil {
+		stream = retryListen(c.t, func() (*transport.StreamLayer, error) {
+			return transport.NewTCPStreamLayer(c.raftPeers[i].Addr, "")
+		})
+		ln = retryListen(c.t, func() (net.Listener, error) {
+			return net.Listen("tcp", c.peers[i].addr())
+		})
+	}
+	sender := &ackSender{}
+	n, err := controller.StartNode(controller.NodeConfig{
+		NodeID:         c.ids[i],
+		DataDir:        c.dirs[i],
+		Peers:          c.raftPeers,
+		Sender:         sender,
+		SessionTimeout: c.session,
+		Logger:         testLogger(fmt.Sprintf("voter-%d", c.ids[i])),
+		Voter: func(vc *voter.Config) {
+			vc.Stream = stream
+			if c.steady {
+				vc.SnapshotThreshold = 1 << 30 // no snapshot in the middle of a measurement
+			} else {
+				voter.FastTimeouts(vc)
+			}
+		},
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	sender.ctl.Store(n.Controller)
+	l, err := New(Config{Listener: ln, Node: n, Peers: c.peers, ClusterID: testClusterID, Logger: testLogger(fmt.Sprintf("listener-%d", c.ids[i]))})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nodes[i], c.listeners[i] = n, l
+	c.mu.Unlock()
+}
+
+// ackSender stands in for the brokers' side of control requests: each
+// replica a StopReplica asks to delete is confirmed deleted at once, so
+// topic deletions and reassignments run to completion. Everything else
+// is dropped: these brokers hold no data.
+type ackSender struct {
+	ctl atomic.Pointer[controller.Controller]
+}
+
+func (s *ackSender) Send(r controller.Requests) {
+	ctl := s.ctl.Load()
+	if r.StopReplica == nil || ctl == nil {
+		return
+	}
+	var res []controller.StopReplicaResult
+	for _, p := range r.StopReplica.Partitions {
+		if p.Delete {
+			res = append(res, controller.StopReplicaResult{TopicID: p.TopicID, Topic: p.Topic, Partition: p.Partition})
+		}
+	}
+	ctl.HandleStopReplicaResponse(r.Broker, res)
+}
+
+// retryListen reopens a port a stopped voter held; the kernel may take a
+// moment to release it.
+func retryListen[T any](t testing.TB, open func() (T, error)) T {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := open()
+		if err == nil {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop stops voter i: its listener first, so clients fail over, then the
+// node.
+func (c *testCluster) stop(i int) {
+	c.mu.Lock()
+	n, l := c.nodes[i], c.listeners[i]
+	c.nodes[i], c.listeners[i] = nil, nil
+	c.mu.Unlock()
+	if l != nil {
+		_ = l.Close()
+	}
+	if n != nil {
+		if err := n.Shutdown(); err != nil {
+			c.t.Logf("shutdown voter %d: %v", c.ids[i], err)
+		}
+	}
+}
+
+func (c *testCluster) shutdown() {
+	c.mu.Lock()
+	brokers := make([]*testBroker, 0, len(c.brokers))
+	for _, b := range c.brokers {
+		brokers = append(brokers, b)
+	}
+	c.mu.Unlock()
+	for _, b := range brokers {
+		b.close()
+	}
+	for i := range c.ids {
+		c.stop(i)
+	}
+}
+
+func (c *testCluster) snapshot() ([]*controller.Node, []*Listener) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*controller.Node(nil), c.nodes...), append([]*Listener(nil), c.listeners...)
+}
+
+// addrs lists the running voters' listener addresses.
+func (c *testCluster) addrs() []string {
+	_, ls := c.snapshot()
+	var out []string
+	for _, l := range ls {
+		if l != nil {
+			out = append(out, l.Addr().String())
+		}
+	}
+	return out
+}
+
+// active waits for a voter whose controller is active and returns its index.
+func (c *testCluster) active(timeout time.Duration) int {
+	c.t.Helper()
+	idx := -1
+	waitFor(c.t, timeout, "an active controller", func() bool {
+		nodes, _ := c.snapshot()
+		for i, n := range nodes {
+			if n == nil {
+				continue
+			}
+			if ok, _ := n.Controller.Active(); ok {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	return idx
+}
+
+// standbyIndex returns a running voter that is not the active one.
+func (c *testCluster) standbyIndex(active int) int {
+	nodes, _ := c.snapshot()
+	for i, n := range nodes {
+		if i != active && n != nil {
+			return i
+		}
+	}
+	c.t.Fatal("no standby voter running")
+	return -1
+}
+
+func (c *testCluster) node(i int) *controller.Node {
+	nodes, _ := c.snapshot()
+	return nodes[i]
+}
+
+func (c *testCluster) listener(i int) *Listener {
+	_, ls := c.snapshot()
+	return ls[i]
+}
+
+// converged waits until every running voter has applied the same index
+// and holds the same state, and returns that state's hash.
+func (c *testCluster) converged(timeout time.Duration) fsm.StateHash {
+	c.t.Helper()
+	var h fsm.StateHash
+	waitFor(c.t, timeout, "voters to converge", func() bool {
+		nodes, _ := c.snapshot()
+		var first *fsm.StateHash
+		var idx uint64
+		for _, n := range nodes {
+			if n == nil {
+				continue
+			}
+			hh, i := n.FSM.StateHash()
+			if first == nil {
+				first, idx = &hh, i
+				continue
+			}
+			if hh != *first || i != idx {
+				return false
+			}
+		}
+		h = *first
+		return true
+	})
+	return h
+}
+
+// view runs fn on voter i's image.
+func (c *testCluster) view(i int, fn func(im *fsm.Image)) { c.node(i).FSM.View(fn) }
+
+// partition reads a partition from voter i's image.
+func (c *testCluster) partition(i int, topic string, p int32) (fsm.Partition, bool) {
+	var out fsm.Partition
+	var ok bool
+	c.view(i, func(im *fsm.Image) {
+		if t := im.TopicByName(topic); t != nil {
+			if pp := im.Partition(t.ID, p); pp != nil {
+				out, ok = *pp, true
+			}
+		}
+	})
+	return out, ok
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// client returns a kgo client seeded with every running voter.
+func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(60 * time.Second)}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (c *testCluster) admin(opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+	cl := c.client(opts...)
+	return cl, kadm.NewClient(cl)
+}
+
+// toController sends a request to the node Metadata names as controller,
+// the way a broker agent does with requests kgo does not route itself.
+func toController(ctx context.Context, cl *kgo.Client, req kmsg.Request) (kmsg.Response, error) {
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.Topics = []kmsg.MetadataRequestTopic{}
+	mresp, err := mreq.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if mresp.ControllerID < 0 {
+		return nil, errors.New("no active controller known")
+	}
+	return cl.Broker(int(mresp.ControllerID)).Request(ctx, req)
+}
+
+// toControllerRetry retries toController while the answer is
+// NOT_CONTROLLER or the request failed outright (leadership moving).
+func toControllerRetry(t testing.TB, cl *kgo.Client, req kmsg.Request, code func(kmsg.Response) int16) kmsg.Response {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := toController(ctx, cl, req)
+		cancel()
+		if err == nil && code(resp) != kerr.NotController.Code {
+			return resp
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no answer from the controller: %v", kmsg.NameForKey(req.Key()), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testBroker is a data broker as the controller sees one: it registers
+// and heartbeats over the wire, and serves clients at its PLAINTEXT
+// endpoint by handing their requests to a running voter's listener (a
+// broker answering from the metadata it holds, and forwarding the rest).
+type testBroker struct {
+	c           *testCluster
+	id          int32
+	incarnation rl.IncarnationID
+	srv         *kafkawire.Server
+	cl          *kgo.Client
+
+	epoch        atomic.Int64
+	wantFence    atomic.Bool
+	wantShutdown atomic.Bool
+	lastHB       atomic.Pointer[kmsg.BrokerHeartbeatResponse]
+
+	stopOnce sync.Once
+	stopc    chan struct{}
+	done     chan struct{}
+}
+
+func (c *testCluster) startBroker(id int32) *testBroker {
+	c.t.Helper()
+	b := &testBroker{c: c, id: id, incarnation: rl.IncarnationID{byte(id), 0xb0}, stopc: make(chan struct{}), done: make(chan struct{})}
+	srv, err := kafkawire.Listen("127.0.0.1:0", kafkawire.Config{APIs: APIs(), Logger: testLogger(fmt.Sprintf("broker-%d", id)),
+		Handler: kafkawire.HandlerFunc(func(ctx context.Context, conn *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
+			_, ls := c.snapshot()
+			for _, l := range ls {
+				if l != nil {
+					return l.Handle(ctx, conn, req)
+				}
+			}
+			return nil, errors.New("no voter running")
+		})})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	b.srv = srv
+	b.cl = c.client()
+	c.mu.Lock()
+	c.brokers[id] = b
+	c.mu.Unlock()
+	resp := toControllerRetry(c.t, b.cl, b.registration(), func(r kmsg.Response) int16 { return r.(*kmsg.BrokerRegistrationResponse).ErrorCode })
+	rr := resp.(*kmsg.BrokerRegistrationResponse)
+	if rr.ErrorCode != 0 {
+		c.t.Fatalf("register broker %d: %v", id, kerr.ErrorForCode(rr.ErrorCode))
+	}
+	b.epoch.Store(rr.BrokerEpoch)
+	go b.heartbeats()
+	return b
+}
+
+func (b *testBroker) registration() *kmsg.BrokerRegistrationRequest {
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.BrokerID = b.id
+	req.ClusterID = testClusterID
+	req.IncarnationID = b.incarnation
+	port := b.srv.Addr().(*net.TCPAddr).Port
+	ln := kmsg.NewBrokerRegistrationRequestListener()
+	ln.Name, ln.Host, ln.Port = "PLAINTEXT", "127.0.0.1", uint16(port)
+	req.Listeners = append(req.Listeners, ln)
+	rack := "rack-" + strconv.Itoa(int(b.id))
+	req.Rack = &rack
+	return req
+}
+
+// appliedOffset is what the broker reports as applied metadata: the
+// highest index any voter applied, since these brokers apply nothing
+// themselves.
+func (b *testBroker) appliedOffset() int64 {
+	nodes, _ := b.c.snapshot()
+	var max uint64
+	for _, n := range nodes {
+		if n != nil {
+			max = maxU(max, n.FSM.AppliedIndex())
+		}
+	}
+	return int64(max)
+}
+
+func maxU(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func (b *testBroker) heartbeats() {
+	defer close(b.done)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stopc:
+			return
+		case <-tick.C:
+		}
+		req := kmsg.NewPtrBrokerHeartbeatRequest()
+		req.BrokerID, req.BrokerEpoch = b.id, b.epoch.Load()
+		req.CurrentMetadataOffset = b.appliedOffset()
+		req.WantFence, req.WantShutdown = b.wantFence.Load(), b.wantShutdown.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := toController(ctx, b.cl, req)
+		cancel()
+		if err != nil {
+			continue
+		}
+		hb := resp.(*kmsg.BrokerHeartbeatResponse)
+		if hb.ErrorCode == 0 {
+			b.lastHB.Store(hb)
+		}
+	}
+}
+
+// stop stops heartbeating; the broker's endpoint keeps serving.
+func (b *testBroker) stop() {
+	b.stopOnce.Do(func() { close(b.stopc) })
+	<-b.done
+}
+
+func (b *testBroker) close() {
+	b.stop()
+	_ = b.srv.Close()
+}
+
+// startBrokers starts brokers 1..n and waits until the active controller
+// has them all unfenced.
+func (c *testCluster) startBrokers(n int32) {
+	c.t.Helper()
+	for id := int32(1); id <= n; id++ {
+		c.startBroker(id)
+	}
+	c.waitBrokers(n)
+}
+
+func (c *testCluster) waitBrokers(n int32) {
+	c.t.Helper()
+	waitFor(c.t, 30*time.Second, "brokers unfenced", func() bool {
+		i := c.active(10 * time.Second)
+		ok := true
+		c.view(i, func(im *fsm.Image) {
+			for id := int32(1); id <= n; id++ {
+				if b := im.Broker(id); b == nil || b.Fenced {
+					ok = false
+				}
+			}
+		})
+		return ok
+	})
+}
+
+func (c *testCluster) broker(id int32) *testBroker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokers[id]
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

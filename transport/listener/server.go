@@ -1,0 +1,327 @@
+// Package listener is a controller voter's Kafka-protocol listener: the
+// endpoint admin clients (kgo, kadm, Kafka's own tools) and the brokers'
+// agents talk to. It decodes nothing itself — transport/kafkawire does the
+// framing and version negotiation — and decides nothing itself: every
+// request maps onto a method of the node's controller, or, for reads, onto
+// the voter's committed image.
+//
+// Node ids. A Metadata or DescribeCluster answer lists the controller
+// voters and the data brokers in one broker list, and a client routes by
+// those ids, so the two must not collide. The rule: the listener reports
+// each voter under its voter (raft) id, and a deployment picks voter ids
+// disjoint from broker ids (1001–1003 in dev, brokers from 1). A broker
+// registering with a voter's id is refused; if one is found in the image
+// anyway, the voter keeps the id in the broker list and a warning is
+// logged. Partition leaders and replicas are always data broker ids.
+//
+// Standby voters. Only the active controller changes anything. Every other
+// voter answers each mutation with NOT_CONTROLLER (retriable) and names the
+// active one as ControllerID in Metadata and DescribeCluster, listing it in
+// the broker list with its address from Config.Peers, so a client that
+// follows ControllerID (kgo sends every admin request there) reroutes by
+// itself. The config mutations (IncrementalAlterConfigs, AlterConfigs) are
+// the exception: clients send them to any broker and do not retry them on
+// NOT_CONTROLLER, so a standby forwards them to the active controller and
+// relays its answer (Config.NoForward turns that off).
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/controller"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+)
+
+// PeerListener is where clients reach one voter's listener.
+type PeerListener struct {
+	NodeID int32
+	Host   string
+	Port   int32
+}
+
+func (p PeerListener) addr() string {
+	return net.JoinHostPort(p.Host, strconv.Itoa(int(p.Port)))
+}
+
+// Config configures a Listener.
+type Config struct {
+	// Addr is the host:port to listen on. Ignored when Listener is set.
+	Addr string
+	// Listener, if set, is served instead of listening on Addr: a TLS
+	// listener, or one opened early so that its port is known before the
+	// peers' configs are written.
+	Listener net.Listener
+	// Advertise is the host:port clients are told to use for this voter
+	// when Peers does not list it. Empty means the bound address.
+	Advertise string
+	// Node is the controller voter this listener serves.
+	Node *controller.Node
+	// Peers lists every voter's client listener, this one's included.
+	// Metadata and DescribeCluster list them as brokers so that clients
+	// can reach whichever is active.
+	Peers  []PeerListener
+	Logger hclog.Logger
+	// ClusterID is reported in Metadata and DescribeCluster, and a broker
+	// registering with another one is refused (INCONSISTENT_CLUSTER_ID).
+	// Empty accepts any.
+	ClusterID string
+	// BrokerListener names the data brokers' endpoint that clients are
+	// given. Default "PLAINTEXT".
+	BrokerListener string
+	// ControllerListener is the listener name DescribeQuorum reports for
+	// the voters. Default "CONTROLLER".
+	ControllerListener string
+	// RequestTimeout bounds a request that carries no timeout of its own
+	// (or a non-positive one). Default 30 s.
+	RequestTimeout time.Duration
+	// PeerTimeout bounds the probe DescribeQuorum sends each follower to
+	// learn its log end. Default 2 s.
+	PeerTimeout time.Duration
+	// NoForward makes a standby answer config mutations with
+	// NOT_CONTROLLER instead of forwarding them to the active voter.
+	NoForward bool
+	// ForwardTimeout bounds how long a config mutation waits for an active
+	// controller to take it (an election in progress) and for its answer.
+	// It stays below kgo's default 10 s request overhead, so the client
+	// hears NOT_CONTROLLER rather than timing out. Default 8 s.
+	ForwardTimeout time.Duration
+	// Wire adjusts the wire server's configuration (limits, timeouts).
+	Wire func(*kafkawire.Config)
+}
+
+// Listener serves one controller voter over the Kafka protocol.
+type Listener struct {
+	cfg   Config
+	log   hclog.Logger
+	node  *controller.Node
+	self  int32
+	peers map[int32]PeerListener
+	// peerIDs are the voter ids in ascending order.
+	peerIDs []int32
+	srv     *kafkawire.Server
+
+	warnMu sync.Mutex
+	warned map[string]bool
+}
+
+// served lists the API keys the listener answers. ApiVersions (18) is
+// answered by kafkawire itself.
+var served = []int16{
+	3,  // Metadata
+	19, // CreateTopics
+	20, // DeleteTopics
+	32, // DescribeConfigs
+	33, // AlterConfigs
+	37, // CreatePartitions
+	43, // ElectLeaders
+	44, // IncrementalAlterConfigs
+	45, // AlterPartitionReassignments
+	46, // ListPartitionReassignments
+	55, // DescribeQuorum
+	56, // AlterPartition
+	60, // DescribeCluster
+	62, // BrokerRegistration
+	63, // BrokerHeartbeat
+	64, // UnregisterBroker
+}
+
+// APIs returns every API key the listener serves with the highest version,
+// which is always the highest kmsg knows: the lowest is 0 for all of them.
+func APIs() map[int16]int16 {
+	out := make(map[int16]int16, len(served)+1)
+	for _, k := range append([]int16{18}, served...) {
+		out[k] = kmsg.RequestForKey(k).MaxVersion()
+	}
+	return out
+}
+
+// New starts serving. The node must be started; the listener does not stop
+// it on Close. A Config.Listener passed in belongs to the Listener from
+// then on, and is closed if New fails.
+func New(cfg Config) (*Listener, error) {
+	l, err := newListener(cfg)
+	if err != nil && cfg.Listener != nil {
+		_ = cfg.Listener.Close()
+	}
+	return l, err
+}
+
+func newListener(cfg Config) (*Listener, error) {
+	if cfg.Node == nil {
+		return nil, errors.New("listener: Node is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.BrokerListener == "" {
+		cfg.BrokerListener = "PLAINTEXT"
+	}
+	if cfg.ControllerListener == "" {
+		cfg.ControllerListener = "CONTROLLER"
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = 8 * time.Second
+	}
+	if cfg.PeerTimeout <= 0 {
+		cfg.PeerTimeout = 2 * time.Second
+	}
+	self, err := strconv.ParseInt(cfg.Node.Voter.ID(), 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("listener: voter id %q is not a node id: %w", cfg.Node.Voter.ID(), err)
+	}
+	l := &Listener{cfg: cfg, log: cfg.Logger.Named("listener"), node: cfg.Node, self: int32(self),
+		peers: map[int32]PeerListener{}, warned: map[string]bool{}}
+	for _, p := range cfg.Peers {
+		if _, dup := l.peers[p.NodeID]; dup {
+			return nil, fmt.Errorf("listener: voter %d is listed twice in Peers", p.NodeID)
+		}
+		if p.NodeID < 0 || p.Host == "" || p.Port <= 0 || p.Port > 65535 {
+			return nil, fmt.Errorf("listener: peer %+v: want a non-negative id, a host and a port", p)
+		}
+		l.peers[p.NodeID] = p
+	}
+
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("listener: %w", err)
+		}
+	}
+	if _, ok := l.peers[l.self]; !ok {
+		adv := cfg.Advertise
+		if adv == "" {
+			adv = ln.Addr().String()
+		}
+		host, port, err := net.SplitHostPort(adv)
+		pn, perr := strconv.ParseInt(port, 10, 32)
+		if err != nil || perr != nil || host == "" || pn <= 0 || pn > 65535 {
+			if cfg.Listener == nil {
+				_ = ln.Close()
+			}
+			return nil, fmt.Errorf("listener: advertised address %q: want host:port with a concrete host", adv)
+		}
+		l.peers[l.self] = PeerListener{NodeID: l.self, Host: host, Port: int32(pn)}
+	}
+	for id := range l.peers {
+		l.peerIDs = append(l.peerIDs, id)
+	}
+	sort.Slice(l.peerIDs, func(i, j int) bool { return l.peerIDs[i] < l.peerIDs[j] })
+
+	wc := kafkawire.Config{Handler: l, Logger: l.log.Named("wire"), APIs: APIs()}
+	if cfg.Wire != nil {
+		cfg.Wire(&wc)
+		wc.Handler, wc.APIs = l, APIs()
+	}
+	l.srv = kafkawire.Serve(ln, wc)
+	l.log.Info("serving the Kafka protocol", "addr", ln.Addr().String(), "node", l.self, "voters", l.peerIDs)
+	return l, nil
+}
+
+// Addr is the address the listener is bound to.
+func (l *Listener) Addr() net.Addr { return l.srv.Addr() }
+
+// NodeID is the voter id the listener reports itself under.
+func (l *Listener) NodeID() int32 { return l.self }
+
+// Close stops accepting, closes every connection and waits for them.
+func (l *Listener) Close() error { return l.srv.Close() }
+
+// Handle implements kafkawire.Handler. A handler that panics closes the
+// connection instead of the process: one malformed corner must not take
+// the controller down with it.
+func (l *Listener) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (resp kmsg.Response, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.log.Error("request handler panicked: closing the connection", "api", kmsg.NameForKey(req.Key()),
+				"version", req.GetVersion(), "panic", r, "stack", string(debug.Stack()))
+			resp, err = nil, fmt.Errorf("internal error handling %s", kmsg.NameForKey(req.Key()))
+		}
+	}()
+	return l.handle(ctx, c, req)
+}
+
+func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
+	var resp kmsg.Response
+	switch r := req.(type) {
+	case *kmsg.MetadataRequest:
+		resp = l.metadata(r)
+	case *kmsg.CreateTopicsRequest:
+		resp = l.createTopics(ctx, r)
+	case *kmsg.DeleteTopicsRequest:
+		resp = l.deleteTopics(ctx, r)
+	case *kmsg.CreatePartitionsRequest:
+		resp = l.createPartitions(ctx, r)
+	case *kmsg.ElectLeadersRequest:
+		resp = l.electLeaders(ctx, r)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		resp = l.alterReassignments(ctx, r)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		resp = l.listReassignments(r)
+	case *kmsg.DescribeClusterRequest:
+		resp = l.describeCluster(r)
+	case *kmsg.DescribeQuorumRequest:
+		resp = l.describeQuorum(ctx, c, r)
+	case *kmsg.DescribeConfigsRequest:
+		resp = l.describeConfigs(r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		resp = l.incrementalAlterConfigs(ctx, c, r)
+	case *kmsg.AlterConfigsRequest:
+		resp = l.alterConfigs(ctx, c, r)
+	case *kmsg.BrokerRegistrationRequest:
+		resp = l.brokerRegistration(ctx, r)
+	case *kmsg.BrokerHeartbeatRequest:
+		resp = l.brokerHeartbeat(ctx, r)
+	case *kmsg.AlterPartitionRequest:
+		resp = l.alterPartition(ctx, r)
+	case *kmsg.UnregisterBrokerRequest:
+		resp = l.unregisterBroker(ctx, r)
+	default:
+		return nil, fmt.Errorf("%s is not served", kmsg.NameForKey(req.Key()))
+	}
+	resp.SetVersion(req.GetVersion())
+	return resp, nil
+}
+
+// requestContext bounds a request by the timeout it carries, or by
+// RequestTimeout when it carries none.
+func (l *Listener) requestContext(ctx context.Context, timeoutMillis int32) (context.Context, context.CancelFunc) {
+	d := l.cfg.RequestTimeout
+	if timeoutMillis > 0 {
+		d = time.Duration(timeoutMillis) * time.Millisecond
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// warnCollision logs, once per id, a data broker whose id is a voter's.
+func (l *Listener) warnCollision(id int32) {
+	if l.firstWarning("collision", id) {
+		l.log.Warn("a registered broker has a controller voter's node id: clients will only see the voter under it; give brokers ids disjoint from the voters'", "id", id)
+	}
+}
+
+// firstWarning reports whether this is the first warning of its kind
+// about id: conditions seen on every request are logged once.
+func (l *Listener) firstWarning(kind string, id int32) bool {
+	key := kind + "/" + strconv.Itoa(int(id))
+	l.warnMu.Lock()
+	defer l.warnMu.Unlock()
+	if l.warned[key] {
+		return false
+	}
+	l.warned[key] = true
+	return true
+}

@@ -1,0 +1,240 @@
+package listener
+
+import (
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestStandbyRedirects checks what a voter that is not the active
+// controller answers: NOT_CONTROLLER for every mutation, the active node
+// as controller in Metadata and DescribeCluster (listed with its
+// address), and config changes forwarded to the active node. A client
+// seeded with the standby alone then reaches the active controller by
+// itself.
+func TestStandbyRedirects(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{})
+	c.startBrokers(3)
+	active := c.active(10 * time.Second)
+	sb := c.standbyIndex(active)
+	sbAddr := c.listener(sb).Addr().String()
+	ctx := ctxT(t)
+	activeID := c.ids[active]
+	waitFor(t, 10*time.Second, "the standby to know the leader", func() bool { return c.listener(sb).activeID() == activeID })
+
+	t.Run("mutations", func(t *testing.T) {
+		ct := kmsg.NewPtrCreateTopicsRequest()
+		for _, name := range []string{"a", "b"} {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+			ct.Topics = append(ct.Topics, rt)
+		}
+		cp := kmsg.NewPtrCreatePartitionsRequest()
+		cpt := kmsg.NewCreatePartitionsRequestTopic()
+		cpt.Topic, cpt.Count = "a", 3
+		cp.Topics = append(cp.Topics, cpt)
+		el := kmsg.NewPtrElectLeadersRequest()
+		elt := kmsg.NewElectLeadersRequestTopic()
+		elt.Topic, elt.Partitions = "a", []int32{0}
+		el.Topics = append(el.Topics, elt)
+		hb := kmsg.NewPtrBrokerHeartbeatRequest()
+		hb.BrokerID, hb.BrokerEpoch = 1, c.broker(1).epoch.Load()
+		reg := kmsg.NewPtrBrokerRegistrationRequest()
+		reg.BrokerID, reg.ClusterID = 9, testClusterID
+		ap := kmsg.NewPtrAlterPartitionRequest()
+		ap.BrokerID = 1
+		ub := kmsg.NewPtrUnregisterBrokerRequest()
+		ub.BrokerID = 1
+		lr := kmsg.NewPtrListPartitionReassignmentsRequest()
+		dq := kmsg.NewPtrDescribeQuorumRequest()
+		dqt := kmsg.NewDescribeQuorumRequestTopic()
+		dqt.Topic = metadataTopic
+		dqt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
+		dq.Topics = append(dq.Topics, dqt)
+
+		dt := kmsg.NewPtrDeleteTopicsRequest()
+		dtt := kmsg.NewDeleteTopicsRequestTopic()
+		dtt.Topic = kmsg.StringPtr("a")
+		dt.Topics = append(dt.Topics, dtt)
+		pa := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		pat := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		pat.Topic = "a"
+		pat.Partitions = []kmsg.AlterPartitionAssignmentsRequestTopicPartition{kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()}
+		pa.Topics = append(pa.Topics, pat)
+
+		cases := []standbyCase{
+			{dt, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode} }},
+			{pa, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode} }},
+			{ct, func(r kmsg.Response) (out []int16) {
+				for _, t := range r.(*kmsg.CreateTopicsResponse).Topics {
+					out = append(out, t.ErrorCode)
+				}
+				return out
+			}},
+			{cp, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode} }},
+			{el, func(r kmsg.Response) []int16 {
+				resp := r.(*kmsg.ElectLeadersResponse)
+				return []int16{resp.ErrorCode, resp.Topics[0].Partitions[0].ErrorCode}
+			}},
+			{hb, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.BrokerHeartbeatResponse).ErrorCode} }},
+			{reg, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.BrokerRegistrationResponse).ErrorCode} }},
+			{ap, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.AlterPartitionResponse).ErrorCode} }},
+			{ub, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.UnregisterBrokerResponse).ErrorCode} }},
+			{lr, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode} }},
+			{dq, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.DescribeQuorumResponse).ErrorCode} }},
+		}
+		for _, tc := range cases {
+			tc.req.SetVersion(tc.req.MaxVersion())
+			resp, err := call(ctx, sbAddr, "test", tc.req)
+			if err != nil {
+				t.Fatalf("%s: %v", kmsg.NameForKey(tc.req.Key()), err)
+			}
+			for _, code := range tc.codes(resp) {
+				if code != kerr.NotController.Code {
+					t.Errorf("%s: got %v, want NOT_CONTROLLER", kmsg.NameForKey(tc.req.Key()), kerr.ErrorForCode(code))
+				}
+			}
+		}
+		var found bool
+		c.view(active, func(im *fsmImage) { found = im.TopicByName("a") != nil })
+		if found {
+			t.Fatal("the standby created a topic")
+		}
+	})
+
+	t.Run("metadata names the active controller", func(t *testing.T) {
+		mreq := kmsg.NewPtrMetadataRequest()
+		mreq.SetVersion(mreq.MaxVersion())
+		resp, err := call(ctx, sbAddr, "test", mreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := resp.(*kmsg.MetadataResponse)
+		if md.ControllerID != activeID {
+			t.Fatalf("controller %d, want %d", md.ControllerID, activeID)
+		}
+		want := c.peers[active]
+		i := slices.IndexFunc(md.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == activeID })
+		if i < 0 || md.Brokers[i].Host != want.Host || md.Brokers[i].Port != want.Port {
+			t.Fatalf("active controller not listed at %s: %+v", want.addr(), md.Brokers)
+		}
+		dreq := kmsg.NewPtrDescribeClusterRequest()
+		dreq.SetVersion(dreq.MaxVersion())
+		dresp, err := call(ctx, sbAddr, "test", dreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc := dresp.(*kmsg.DescribeClusterResponse)
+		if dc.ControllerID != activeID || !slices.ContainsFunc(dc.Brokers, func(b kmsg.DescribeClusterResponseBroker) bool {
+			return b.NodeID == activeID && b.Host == want.Host && b.Port == want.Port
+		}) {
+			t.Fatalf("describe cluster: controller %d brokers %+v", dc.ControllerID, dc.Brokers)
+		}
+	})
+
+	t.Run("kadm seeded with the standby reroutes", func(t *testing.T) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(sbAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		res, err := adm.CreateTopics(ctx, 2, 3, nil, "via-standby")
+		if err != nil || res.Error() != nil {
+			t.Fatalf("%v %v", err, res.Error())
+		}
+		c.view(active, func(im *fsmImage) {
+			if im.TopicByName("via-standby") == nil {
+				t.Error("the acknowledged topic is not in the active controller's image")
+			}
+		})
+	})
+
+	t.Run("config changes are forwarded", func(t *testing.T) {
+		cl := c.client()
+		if res, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, "cfg"); err != nil || res.Error() != nil {
+			t.Fatalf("%v %v", err, res.Error())
+		}
+		inc := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "cfg"
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Value = "retention.ms", kmsg.StringPtr("1234")
+		rr.Configs = append(rr.Configs, cfg)
+		inc.Resources = append(inc.Resources, rr)
+		inc.SetVersion(inc.MaxVersion())
+		resp, err := call(ctx, sbAddr, "test", inc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; ec != 0 {
+			t.Fatalf("forwarded alter: %v", kerr.ErrorForCode(ec))
+		}
+		c.view(active, func(im *fsmImage) {
+			if v, _ := im.TopicByName("cfg").Config("retention.ms"); v != "1234" {
+				t.Errorf("retention.ms = %q on the active controller after an acknowledged forward", v)
+			}
+		})
+		// Legacy AlterConfigs too.
+		alt := kmsg.NewPtrAlterConfigsRequest()
+		ar := kmsg.NewAlterConfigsRequestResource()
+		ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, "cfg"
+		ac := kmsg.NewAlterConfigsRequestResourceConfig()
+		ac.Name, ac.Value = "segment.ms", kmsg.StringPtr("5000")
+		ar.Configs = append(ar.Configs, ac)
+		alt.Resources = append(alt.Resources, ar)
+		alt.SetVersion(alt.MaxVersion())
+		resp, err = call(ctx, sbAddr, "test", alt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := resp.(*kmsg.AlterConfigsResponse).Resources[0].ErrorCode; ec != 0 {
+			t.Fatalf("forwarded legacy alter: %v", kerr.ErrorForCode(ec))
+		}
+		c.view(active, func(im *fsmImage) {
+			cfgs := im.TopicByName("cfg").Configs
+			if len(cfgs) != 1 || cfgs[0].Key != "segment.ms" || cfgs[0].Value != "5000" {
+				t.Errorf("configs after a full replace: %+v", cfgs)
+			}
+		})
+
+		// Without forwarding, the standby says NOT_CONTROLLER.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nf, err := New(Config{Listener: ln, Node: c.node(sb), Peers: c.peers, NoForward: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nf.Close()
+		resp, err = call(ctx, nf.Addr().String(), "test", inc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; ec != kerr.NotController.Code {
+			t.Fatalf("without forwarding: %v", kerr.ErrorForCode(ec))
+		}
+		// A forwarded request is never forwarded again.
+		resp, err = call(ctx, sbAddr, forwardClientID+"/1", inc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; ec != kerr.NotController.Code {
+			t.Fatalf("re-forwarding: %v", kerr.ErrorForCode(ec))
+		}
+	})
+}
+
+// standbyCase is a request a standby must refuse: codes returns every
+// error code of its response that must be NOT_CONTROLLER.
+type standbyCase struct {
+	req   kmsg.Request
+	codes func(kmsg.Response) []int16
+}

@@ -1,0 +1,130 @@
+package sender_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/controller"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/transport/sender"
+	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+)
+
+// wire encodes a request and decodes it again, as it crosses the network.
+func wire(t *testing.T, req kmsg.Request) kmsg.Request {
+	t.Helper()
+	b := req.AppendTo(nil)
+	back := kmsg.RequestForKey(req.Key())
+	back.SetVersion(req.GetVersion())
+	if err := back.ReadFrom(b); err != nil {
+		t.Fatalf("%s v%d does not decode: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	return back
+}
+
+// TestEveryVersionReachesTheAgent maps controller requests to every
+// version kmsg knows and has an agent apply them: the states, the stops
+// and the deletes arrive whatever the version (topic ids only where the
+// version has them).
+func TestEveryVersionReachesTheAgent(t *testing.T) {
+	host := broker.NewMemoryHost()
+	a := startAgent(t, broker.Config{BrokerID: 1, Host: host})
+	ctx := context.Background()
+	live := []controller.LiveBroker{{ID: 1, Rack: "r", Endpoints: endpoint(a.Addr())}, {ID: 2, Endpoints: endpoint("127.0.0.1:1")}}
+	epoch := int32(0)
+	handle := func(req kmsg.Request, offset uint64) kmsg.Response {
+		t.Helper()
+		resp, err := a.Handle(ctx, &kafkawire.Conn{ClientID: wireclient.ControlClientID(1, offset), Version: req.GetVersion()}, wire(t, req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	for v := int16(0); v <= (&kmsg.LeaderAndISRRequest{}).MaxVersion(); v++ {
+		epoch++
+		topic := "lai"
+		l := &controller.LeaderAndIsr{Header: hdr(epoch, uint64(epoch)), Leaders: live, Partitions: []controller.PartitionState{
+			ps(topic, topicID, 0, 1, epoch, 1, 2), ps(topic, topicID, 1, 2, epoch, 2, 1)}}
+		l.Partitions[0].IsNew = true
+		l.Partitions[1].Adding = []int32{1}
+		resp := handle(sender.EncodeLeaderAndIsr(l, v), uint64(epoch)).(*kmsg.LeaderAndISRResponse)
+		codes := 0
+		for _, p := range resp.Partitions {
+			codes += int(p.ErrorCode)
+		}
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				codes += int(p.ErrorCode)
+			}
+			if rl.TopicID(tp.TopicID) != topicID {
+				t.Fatalf("v%d: response topic id %x", v, tp.TopicID)
+			}
+		}
+		if resp.ErrorCode != 0 || codes != 0 || len(resp.Partitions)+len(resp.Topics) == 0 {
+			t.Fatalf("LeaderAndIsr v%d: %+v", v, resp)
+		}
+		st, ok := a.Partition(topic, 1)
+		if !ok || st.Leader != 2 || st.LeaderEpoch != epoch || st.PartitionEpoch != epoch || !slices.Equal(st.Replicas, []int32{2, 1}) {
+			t.Fatalf("LeaderAndIsr v%d: cached %+v", v, st)
+		}
+		if v >= 3 && !slices.Equal(st.Adding, []int32{1}) {
+			t.Fatalf("LeaderAndIsr v%d: adding replicas lost: %+v", v, st)
+		}
+		if v >= 5 && st.TopicID != topicID {
+			t.Fatalf("LeaderAndIsr v%d: topic id lost: %+v", v, st)
+		}
+		if r, _ := host.Replica(topic, 0); r.Role != broker.Leader || r.State.LeaderEpoch != epoch || (v >= 1 && !r.State.IsNew) {
+			t.Fatalf("LeaderAndIsr v%d: host has %+v", v, r)
+		}
+	}
+
+	for v := int16(0); v <= (&kmsg.UpdateMetadataRequest{}).MaxVersion(); v++ {
+		epoch++
+		topic := "um"
+		u := &controller.UpdateMetadata{Header: hdr(epoch, uint64(epoch)), LiveBrokers: live, Partitions: []controller.PartitionState{
+			ps(topic, topicID, 0, 2, epoch, 2, 3)}}
+		if resp := handle(sender.EncodeUpdateMetadata(u, v), uint64(epoch)).(*kmsg.UpdateMetadataResponse); resp.ErrorCode != 0 {
+			t.Fatalf("UpdateMetadata v%d: %d", v, resp.ErrorCode)
+		}
+		st, ok := a.Partition(topic, 0)
+		if !ok || st.Leader != 2 || st.LeaderEpoch != epoch || (v >= 7 && st.TopicID != topicID) {
+			t.Fatalf("UpdateMetadata v%d: cached %+v", v, st)
+		}
+		bs := a.Brokers()
+		if len(bs) != 2 || bs[0].ID != 1 || bs[1].Port != 1 || (v >= 2 && (bs[0].Rack == nil || *bs[0].Rack != "r")) {
+			t.Fatalf("UpdateMetadata v%d: brokers %+v", v, bs)
+		}
+		if a.Status().MetadataOffset != uint64(epoch) {
+			t.Fatalf("UpdateMetadata v%d: offset %d", v, a.Status().MetadataOffset)
+		}
+	}
+
+	for v := int16(0); v <= (&kmsg.StopReplicaRequest{}).MaxVersion(); v++ {
+		epoch++
+		before, beforeDel := len(host.Stopped()), len(host.Deleted())
+		s := &controller.StopReplica{Header: hdr(epoch, uint64(epoch)), Partitions: []controller.StopPartition{
+			{Topic: "sr", TopicID: topicID, Partition: 0, LeaderEpoch: 1, Delete: false},
+			{Topic: "sr", TopicID: topicID, Partition: 1, LeaderEpoch: 1, Delete: true},
+		}}
+		reqs := sender.EncodeStopReplica(s, v)
+		if want := map[bool]int{true: 1, false: 2}[v >= 3]; len(reqs) != want {
+			t.Fatalf("StopReplica v%d: %d requests, want %d", v, len(reqs), want)
+		}
+		for _, r := range reqs {
+			resp := handle(r, uint64(epoch)).(*kmsg.StopReplicaResponse)
+			if resp.ErrorCode != 0 {
+				t.Fatalf("StopReplica v%d: %+v", v, resp)
+			}
+		}
+		stopped, deleted := host.Stopped()[before:], host.Deleted()[beforeDel:]
+		if len(stopped) != 2 || len(deleted) != 1 || deleted[0].Partition != 1 {
+			t.Fatalf("StopReplica v%d: stopped %v deleted %v", v, stopped, deleted)
+		}
+	}
+}
