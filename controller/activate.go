@@ -32,7 +32,8 @@ func (c *Controller) Activate() {
 	if c.active != nil {
 		return
 	}
-	a := &activation{stop: make(chan struct{}), done: make(chan struct{}), ready: make(chan struct{}), started: c.cfg.Clock.Now()}
+	a := &activation{events: make(chan *event, c.cfg.QueueSize), stop: make(chan struct{}), done: make(chan struct{}),
+		ready: make(chan struct{}), started: c.cfg.Clock.Now()}
 	c.active = a
 	go c.runLoop(a)
 }
@@ -115,7 +116,7 @@ func (c *Controller) activate(a *activation) error {
 		"took", stats.Ready.Sub(stats.Started).String())
 	// Resumption runs as the first ordinary event, after the node is ready.
 	select {
-	case c.events <- c.resumeEvent():
+	case a.events <- c.resumeEvent():
 	default:
 		c.log.Warn("event queue full: work in progress resumes with the next session check")
 	}

@@ -77,8 +77,6 @@ type Controller struct {
 	cfg Config
 	log hclog.Logger
 
-	events chan *event
-
 	mu        sync.Mutex
 	active    *activation // nil while idle
 	lastStats ActivationStats
@@ -95,10 +93,13 @@ type activation struct {
 	// catchUpBelow is the index of the activation entry: a broker whose
 	// first heartbeat reports less is sent what changed since.
 	catchUpBelow uint64
-	stop         chan struct{}
-	done         chan struct{}
-	ready        chan struct{}
-	failed       error
+	// events is this activation's queue: an event queued during one term
+	// is never picked up by the next.
+	events chan *event
+	stop   chan struct{}
+	done   chan struct{}
+	ready  chan struct{}
+	failed error
 	// loop-owned state
 	sessions *sessions
 }
@@ -107,9 +108,8 @@ type activation struct {
 func New(cfg Config) *Controller {
 	cfg.setDefaults()
 	return &Controller{
-		cfg:    cfg,
-		log:    cfg.Logger.Named("controller"),
-		events: make(chan *event, cfg.QueueSize),
+		cfg: cfg,
+		log: cfg.Logger.Named("controller"),
 		// Deletions and reassignments carry on after a failover.
 		resumers: standardResumers(),
 	}
@@ -156,6 +156,7 @@ type event struct {
 // call is a queued event whose result can be waited for.
 type call struct {
 	ev  *event
+	act *activation
 	err error
 }
 
@@ -169,8 +170,8 @@ func (c *Controller) enqueue(ctx context.Context, name string, compute func(*eve
 	}
 	ev := &event{name: name, enqueued: c.cfg.Clock.Now(), compute: compute, finish: finish, done: make(chan eventResult, 1)}
 	select {
-	case c.events <- ev:
-		return call{ev: ev}
+	case a.events <- ev:
+		return call{ev: ev, act: a}
 	case <-a.stop:
 		return call{err: ErrNotController}
 	case <-ctx.Done():
@@ -189,6 +190,16 @@ func (cl call) wait(ctx context.Context) (any, uint64, error) {
 		return r.value, r.index, r.err
 	case <-ctx.Done():
 		return nil, 0, ctx.Err()
+	case <-cl.act.done:
+		// The activation ended. Its loop answered every event it took;
+		// one that slipped into the queue after the last drain was never
+		// looked at.
+		select {
+		case r := <-cl.ev.done:
+			return r.value, r.index, r.err
+		default:
+			return nil, 0, ErrNotController
+		}
 	}
 }
 

@@ -68,7 +68,7 @@ func (c *Controller) runLoop(a *activation) {
 			case <-a.stop:
 				c.failQueued(a)
 				return
-			case ev := <-c.events:
+			case ev := <-a.events:
 				pending = append(pending, ev)
 			case <-tick.C:
 				pending = append(pending, c.sessionCheckEvent())
@@ -77,7 +77,7 @@ func (c *Controller) runLoop(a *activation) {
 	drain:
 		for len(pending) < c.cfg.MaxEventsPerRound {
 			select {
-			case ev := <-c.events:
+			case ev := <-a.events:
 				pending = append(pending, ev)
 			default:
 				break drain
@@ -116,7 +116,7 @@ func (c *Controller) tickInterval() time.Duration {
 func (c *Controller) failQueued(a *activation) {
 	for {
 		select {
-		case ev := <-c.events:
+		case ev := <-a.events:
 			ev.done <- eventResult{err: ErrNotController}
 		default:
 			return

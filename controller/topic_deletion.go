@@ -356,13 +356,13 @@ func (c *Controller) HandleStopReplicaResponse(broker int32, results []StopRepli
 			return nil, ec.stopReplicaResponse(broker, results)
 		}}
 	select {
-	case c.events <- ev:
+	case a.events <- ev:
 	default:
 		// The queue is full: the caller (a sender goroutine, or the loop
 		// itself sending requests) must not wait for it to drain.
 		go func() {
 			select {
-			case c.events <- ev:
+			case a.events <- ev:
 			case <-a.stop:
 			case <-a.done:
 			}
