@@ -140,7 +140,7 @@ func zkDiff(r *rawZK, node *controller.Node) []string {
 
 func waitMirrorSynced(t *testing.T, m *Mirror, node *controller.Node) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := m.WaitSynced(ctx, node.FSM.AppliedIndex()); err != nil {
 		t.Fatalf("%v (stats %+v)", err, m.Stats())
