@@ -18,7 +18,7 @@ import (
 )
 
 // TestAdminOverTheWire drives the listener with kadm the way an operator's
-// tooling would: topics, configs, partitions, elections, cluster and
+// scripts would: topics, configs, partitions, elections, cluster and
 // quorum descriptions, against three voters and three brokers.
 func TestAdminOverTheWire(t *testing.T) {
 	c := newTestCluster(t, clusterOpts{})
