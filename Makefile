@@ -5,7 +5,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all build run test test-short bench fuzz lint deps clean
+.PHONY: all build run test test-short bench fuzz lint deps clean integration ctrlnode-bench
 
 all: lint build test
 
@@ -25,6 +25,15 @@ test-short:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m $(PKGS)
+
+## integration: the process-level tests against the built binary
+integration:
+	$(GO) test -race -count=1 -timeout 10m ./integration/...
+
+## ctrlnode-bench: the benchmark scenarios as one table (BENCHARGS to change sizes)
+BENCHARGS ?=
+ctrlnode-bench:
+	$(GO) run ./cmd/ctrlnode bench $(BENCHARGS)
 
 ## fuzz: each decoder fuzz target for FUZZTIME
 fuzz:

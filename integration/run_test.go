@@ -163,6 +163,13 @@ func TestRunThreeNodesFailover(t *testing.T) {
 		t.Fatalf("node %d did not report a clean stop", leader)
 	}
 	procs[successor].waitLine(t, regexp.MustCompile(`^active controller: this node`), 30*time.Second)
+	// Its broker went through a controlled shutdown: no longer active.
+	ctlJSON(t, 30*time.Second, &brokers, "brokers", "list", "--bootstrap", bootstrapOf(nodes, leader), "--http", nodeByID(successor).http)
+	for _, b := range brokers.Brokers {
+		if b.ID == leader-1000 && b.State == "active" {
+			t.Fatalf("broker %d of the stopped node is still active: %+v", b.ID, brokers)
+		}
+	}
 	ctlJSON(t, 30*time.Second, &q, "quorum", "status", "--bootstrap", bootstrapOf(nodes, leader))
 	if q.LeaderID != successor {
 		t.Fatalf("after the handover the quorum leader is %d, want %d", q.LeaderID, successor)

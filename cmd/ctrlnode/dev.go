@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/server"
 )
 
@@ -157,6 +159,15 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 		brokers = append(brokers, s)
 		fmt.Fprintf(stdout, "  broker %d  %s\n", id, s.Agent.Addr())
 	}
+	simCtx, simCancel := context.WithCancel(context.Background())
+	var simWG sync.WaitGroup
+	for _, b := range brokers {
+		simWG.Add(1)
+		go func() {
+			defer simWG.Done()
+			simulateReplication(simCtx, b.Agent, hb)
+		}()
+	}
 	boot := lay.listener(0)
 	fmt.Fprintf(stdout, "\nbootstrap: %s\n", boot)
 	flagBoot := ""
@@ -174,6 +185,8 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 	go reportDevLeader(ctx, voters, stdout)
 	sig := <-sigs
 	cancel()
+	simCancel()
+	simWG.Wait()
 	fmt.Fprintf(stdout, "stopping (%v)…\n", sig)
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stopCancel()
@@ -205,6 +218,45 @@ func reportDevLeader(ctx context.Context, voters []*server.Server, out io.Writer
 				last = epoch
 				fmt.Fprintf(out, "active controller: voter %d, controller epoch %d\n", v.Cfg().NodeID, epoch)
 			}
+		}
+	}
+}
+
+// simulateReplication stands in for the replication a real broker does:
+// the simulated followers are always caught up, so for every partition
+// the agent leads, each replica on a live broker that is missing from the
+// ISR is added to it (AlterPartition), as a leader does once a follower
+// has caught up. That is what lets reassignments complete and ISRs grow
+// back after a broker returns.
+func simulateReplication(ctx context.Context, a *broker.Agent, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		live := map[int32]bool{}
+		for _, b := range a.Brokers() {
+			live[b.ID] = true
+		}
+		for _, p := range a.Partitions() {
+			if p.Leader != a.BrokerID() {
+				continue
+			}
+			isr := append([]int32(nil), p.ISR...)
+			for _, r := range p.Replicas {
+				if live[r] && !slices.Contains(isr, r) {
+					isr = append(isr, r)
+				}
+			}
+			if len(isr) == len(p.ISR) {
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, _ = a.AlterPartition(actx, p.Topic, p.Partition, isr)
+			cancel()
 		}
 	}
 }
