@@ -10,7 +10,12 @@
 // UpdateMetadata and StopReplica on its own Kafka listener with epoch
 // fencing, hands what it accepted to a Host, and keeps a metadata cache
 // that it serves to clients as ApiVersions and Metadata, so a Kafka
-// client pointed at an agent sees what the brokers were told.
+// client pointed at an agent sees what the brokers were told. Its
+// Metadata also lists the active controller as the agent last found it
+// (id and listener address, as the controllers' own Metadata lists it)
+// and names it as controller: a client that, like kgo, takes its broker
+// list from whichever node answered last keeps routing admin requests to
+// a node that serves them.
 //
 // Fencing, checked in this order:
 //   - a request with a controller epoch lower than the highest the agent
@@ -120,6 +125,9 @@ type Agent struct {
 	fenced          bool
 	caughtUp        bool
 	heartbeats      uint64
+
+	// controller is the active controller as last found, nil before.
+	controller *controllerNode
 
 	ctrl         *ctrlClient
 	kick         chan struct{}

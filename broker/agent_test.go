@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -321,14 +322,21 @@ func TestRegistrationHeartbeatsAndRediscovery(t *testing.T) {
 		t.Fatalf("registrations: %d", len(regs))
 	}
 
+	// It found node 1001 through node 1002's Metadata, and names it as
+	// controller to clients, listed at its address.
+	if q.heartbeatsTo(1002) != 0 || q.heartbeatsTo(1001) == 0 {
+		t.Fatalf("heartbeats went to the wrong node: %v", q.hbBy)
+	}
+	md := clientMetadata(t, a.Addr())
+	if md.Controller != 1001 || md.Brokers[0].NodeID != 1001 || fmt.Sprintf("%s:%d", md.Brokers[0].Host, md.Brokers[0].Port) != q.addrs()[0] {
+		t.Fatalf("agent metadata: controller %d brokers %+v", md.Controller, md.Brokers)
+	}
+
 	// The active controller moves: NOT_CONTROLLER, then the agent finds
-	// node 0 through node 1's Metadata and heartbeats there.
-	q.setActive(0)
-	_, before := q.snapshot()
-	waitFor(t, "heartbeats to the new controller", func() bool {
-		_, hbs := q.snapshot()
-		return len(hbs) > len(before)+3
-	})
+	// node 1002 and heartbeats there.
+	q.setActive(1)
+	waitFor(t, "heartbeats to the new controller", func() bool { return q.heartbeatsTo(1002) > 3 })
+	waitFor(t, "the agent to name the new controller", func() bool { return clientMetadata(t, a.Addr()).Controller == 1002 })
 	// The new fake controller knows the epoch from the shared state, so
 	// the agent kept its registration.
 	if e := a.Status().BrokerEpoch; e != 102 {

@@ -27,10 +27,16 @@ type ctrlClient struct {
 	a         *Agent
 	bootstrap []string
 
-	mu           sync.Mutex
-	conn         *wireclient.Conn
-	controllerID int32
-	next         int
+	mu   sync.Mutex
+	conn *wireclient.Conn
+	next int
+}
+
+// controllerNode is the active controller as the agent last found it.
+type controllerNode struct {
+	id   int32
+	host string
+	port int32
 }
 
 func (c *ctrlClient) clientID() string {
@@ -101,9 +107,11 @@ func (c *ctrlClient) discoverLocked(ctx context.Context) error {
 		}
 		mr := resp.(*kmsg.MetadataResponse)
 		caddr := ""
+		var node controllerNode
 		for _, b := range mr.Brokers {
 			if b.NodeID == mr.ControllerID {
 				caddr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+				node = controllerNode{id: b.NodeID, host: b.Host, port: b.Port}
 			}
 		}
 		if mr.ControllerID < 0 || caddr == "" {
@@ -121,7 +129,10 @@ func (c *ctrlClient) discoverLocked(ctx context.Context) error {
 		// Start the next search elsewhere, so a bootstrap address that
 		// keeps pointing at a dead node is not the only one asked.
 		c.next = (c.next + i + 1) % n
-		c.conn, c.controllerID = conn, mr.ControllerID
+		c.conn = conn
+		c.a.mu.Lock()
+		c.a.controller = &node
+		c.a.mu.Unlock()
 		c.a.log.Debug("found the active controller", "controller", mr.ControllerID, "addr", caddr)
 		return nil
 	}

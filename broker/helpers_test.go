@@ -214,6 +214,7 @@ type fakeQuorum struct {
 	epochs        map[int32]int64
 	registrations []kmsg.BrokerRegistrationRequest
 	heartbeats    []kmsg.BrokerHeartbeatRequest
+	hbBy          map[int32]int // heartbeats per controller node
 	// staleNext makes the next heartbeat fail with this error code.
 	staleNext int16
 	// shutdownAfter grants a shutdown request after this many asks.
@@ -229,7 +230,7 @@ type fakeNode struct {
 }
 
 func newFakeQuorum(t testing.TB, n int) *fakeQuorum {
-	q := &fakeQuorum{t: t, nextEpoch: 100, epochs: map[int32]int64{}}
+	q := &fakeQuorum{t: t, nextEpoch: 100, epochs: map[int32]int64{}, hbBy: map[int32]int{}}
 	for i := 0; i < n; i++ {
 		node := &fakeNode{id: int32(1001 + i)}
 		srv, err := kafkawire.Listen("127.0.0.1:0", kafkawire.Config{
@@ -296,6 +297,7 @@ func (q *fakeQuorum) handle(node *fakeNode, req kmsg.Request) (kmsg.Response, er
 			return resp, nil
 		}
 		q.heartbeats = append(q.heartbeats, *r)
+		q.hbBy[node.id]++
 		if q.staleNext != 0 {
 			resp.ErrorCode, q.staleNext = q.staleNext, 0
 			return resp, nil
@@ -324,6 +326,12 @@ func (q *fakeQuorum) handle(node *fakeNode, req kmsg.Request) (kmsg.Response, er
 		return resp, nil
 	}
 	return nil, fmt.Errorf("unexpected %T", req)
+}
+
+func (q *fakeQuorum) heartbeatsTo(id int32) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.hbBy[id]
 }
 
 func (q *fakeQuorum) snapshot() (regs []kmsg.BrokerRegistrationRequest, hbs []kmsg.BrokerHeartbeatRequest) {

@@ -443,6 +443,13 @@ func (a *Agent) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, b.Rack
 		resp.Brokers = append(resp.Brokers, mb)
 	}
+	if c := a.controller; c != nil && !live[c.id] {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = c.id, c.host, c.port
+		resp.Brokers = append(resp.Brokers, mb)
+		sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].NodeID < resp.Brokers[j].NodeID })
+		resp.ControllerID = c.id
+	}
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		names := make([]string, 0, len(a.topics))

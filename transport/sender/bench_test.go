@@ -46,7 +46,7 @@ func benchFanOut(b *testing.B, partitions, brokers int) {
 	var agents []*broker.Agent
 	var live []controller.LiveBroker
 	for i := 1; i <= brokers; i++ {
-		a := startAgent(b, broker.Config{BrokerID: int32(i), Host: nopHost{}, ControlLogLimit: 64, MaxFrameBytes: 1 << 30})
+		a := startAgent(b, broker.Config{BrokerID: int32(i), Host: nopHost{}, ControlLogLimit: 64})
 		agents = append(agents, a)
 		bk.set(int32(i), a.Addr())
 		live = append(live, controller.LiveBroker{ID: int32(i), Epoch: -1, Endpoints: endpoint(a.Addr())})

@@ -15,7 +15,9 @@
 // each kind per broker.
 //
 // A set carrying an older controller epoch than one already queued or
-// delivered to the same broker is dropped: the broker would refuse it.
+// delivered to the same broker is dropped, and so is one for an older
+// incarnation of the broker (an older broker epoch): the broker would
+// refuse them.
 //
 // Versions are negotiated with ApiVersions on every connection; the
 // highest both sides know is used (LeaderAndIsr v7, StopReplica v4 and
@@ -53,7 +55,9 @@ import (
 type StopReplicaResult = controller.StopReplicaResult
 
 // ResponseHandler receives what brokers answered that the controller acts
-// on. It is called from the broker's sender goroutine and must not block.
+// on. It is called from one goroutine of the Pool, in the order the
+// outcomes were known per broker; it should not block for long, as it
+// holds up the outcomes of every broker.
 type ResponseHandler interface {
 	// HandleStopReplicaResponse reports the outcome of the replicas a
 	// StopReplica asked the broker to delete: the broker's per-partition
@@ -146,6 +150,40 @@ type Pool struct {
 	mu      sync.Mutex
 	brokers map[int32]*brokerSender
 	closed  bool
+
+	// reports wait for the reporter goroutine, the only caller of the
+	// response handler: neither Send nor a broker stuck on a hung
+	// connection delays them.
+	reportMu   sync.Mutex
+	reports    []report
+	reportWake chan struct{}
+}
+
+type report struct {
+	broker  int32
+	results []StopReplicaResult
+}
+
+// reporter hands outcomes to the response handler until Close.
+func (p *Pool) reporter() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.reportWake:
+		case <-p.ctx.Done():
+			return
+		}
+		p.reportMu.Lock()
+		batch := p.reports
+		p.reports = nil
+		p.reportMu.Unlock()
+		for _, r := range batch {
+			if p.ctx.Err() != nil {
+				return
+			}
+			p.cfg.Responses.HandleStopReplicaResponse(r.broker, r.results)
+		}
+	}
 }
 
 var _ controller.Sender = (*Pool)(nil)
@@ -155,7 +193,13 @@ var _ controller.Sender = (*Pool)(nil)
 func New(cfg Config) *Pool {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Pool{cfg: cfg, log: cfg.Logger.Named("sender"), ctx: ctx, cancel: cancel, brokers: map[int32]*brokerSender{}}
+	p := &Pool{cfg: cfg, log: cfg.Logger.Named("sender"), ctx: ctx, cancel: cancel, brokers: map[int32]*brokerSender{},
+		reportWake: make(chan struct{}, 1)}
+	if cfg.Responses != nil {
+		p.wg.Add(1)
+		go p.reporter()
+	}
+	return p
 }
 
 // Send queues a broker's requests and returns at once.
@@ -171,7 +215,7 @@ func (p *Pool) Send(r controller.Requests) {
 	}
 	b := p.brokers[r.Broker]
 	if b == nil {
-		b = &brokerSender{p: p, id: r.Broker, log: p.log.With("broker", r.Broker), wake: make(chan struct{}, 1)}
+		b = &brokerSender{p: p, id: r.Broker, log: p.log.With("broker", r.Broker), wake: make(chan struct{}, 1), epoch: -1, brokerEpoch: -1}
 		p.brokers[r.Broker] = b
 		p.wg.Add(1)
 		go b.run()
@@ -221,8 +265,9 @@ type BrokerStats struct {
 	// Retries counts failed attempts that were retried.
 	Retries uint64
 	// Dropped counts requests discarded unanswered: an older controller
-	// epoch than one already queued, a broker that is no longer known, an
-	// API the broker does not serve, or Close.
+	// epoch or broker incarnation than one already queued or delivered, a
+	// broker that is no longer known, an API the broker does not serve,
+	// or Close.
 	Dropped uint64
 	// Coalesced counts requests merged into a newer one.
 	Coalesced uint64
@@ -274,12 +319,11 @@ type brokerSender struct {
 
 	mu      sync.Mutex
 	pending []controller.Requests
-	// reports are deletion outcomes of requests Send dropped, handed to
-	// the response handler by the goroutine (never from Send itself).
-	reports []StopReplicaResult
-	// epoch is the highest controller epoch queued or delivered.
-	epoch int32
-	stats BrokerStats
+	// epoch is the highest controller epoch queued or delivered, and
+	// brokerEpoch the highest broker epoch (the newest incarnation).
+	epoch       int32
+	brokerEpoch int64
+	stats       BrokerStats
 
 	// Owned by the goroutine.
 	conn      *wireclient.Conn
@@ -299,27 +343,41 @@ func (b *brokerSender) snapshot() BrokerStats {
 	return s
 }
 
+// obsoleteLocked reports whether a set is for an older controller epoch
+// or an older incarnation of the broker (an older broker epoch) than one
+// already queued or delivered: the broker would refuse it.
+func (b *brokerSender) obsoleteLocked(h controller.Header) bool {
+	return h.ControllerEpoch < b.epoch || (h.BrokerEpoch >= 0 && h.BrokerEpoch < b.brokerEpoch)
+}
+
 func (b *brokerSender) enqueue(r controller.Requests, n int) {
-	epoch := setHeader(&r).ControllerEpoch
+	h := setHeader(&r)
 	b.mu.Lock()
 	b.stats.Queued += uint64(n)
-	switch {
-	case epoch < b.epoch:
+	if b.obsoleteLocked(h) {
 		b.stats.Dropped += uint64(n)
-		b.reports = appendDropped(b.reports, &r)
-		newest := b.epoch
+		b.report(appendDropped(nil, &r))
+		epoch, brokerEpoch := b.epoch, b.brokerEpoch
 		b.mu.Unlock()
-		b.log.Warn("dropping requests from an older controller epoch", "epoch", epoch, "newest", newest)
+		b.log.Warn("dropping requests of an older controller epoch or broker incarnation", "controller_epoch", h.ControllerEpoch,
+			"newest_controller_epoch", epoch, "broker_epoch", h.BrokerEpoch, "newest_broker_epoch", brokerEpoch)
 		b.signal()
 		return
-	case epoch > b.epoch:
-		// Queued requests of the older epoch would be refused.
+	}
+	if h.ControllerEpoch > b.epoch || h.BrokerEpoch > b.brokerEpoch {
+		b.epoch, b.brokerEpoch = h.ControllerEpoch, max(h.BrokerEpoch, b.brokerEpoch)
+		// Queued sets that are now obsolete would be refused.
+		kept := b.pending[:0]
 		for i := range b.pending {
-			b.stats.Dropped += uint64(numRequests(&b.pending[i]))
-			b.reports = appendDropped(b.reports, &b.pending[i])
+			if b.obsoleteLocked(setHeader(&b.pending[i])) {
+				b.stats.Dropped += uint64(numRequests(&b.pending[i]))
+				b.report(appendDropped(nil, &b.pending[i]))
+				continue
+			}
+			kept = append(kept, b.pending[i])
 		}
-		b.pending = b.pending[:0]
-		b.epoch = epoch
+		clear(b.pending[len(kept):])
+		b.pending = kept
 	}
 	b.pending = append(b.pending, r)
 	if len(b.pending) > b.p.cfg.QueueLimit {
@@ -352,12 +410,6 @@ func (b *brokerSender) coalesceLocked() {
 func (b *brokerSender) take() (controller.Requests, bool) {
 	for {
 		b.mu.Lock()
-		if reports := b.reports; len(reports) > 0 {
-			b.reports = nil
-			b.mu.Unlock()
-			b.report(reports)
-			continue
-		}
 		if b.p.ctx.Err() != nil {
 			b.mu.Unlock()
 			return controller.Requests{}, false
@@ -397,7 +449,7 @@ func (b *brokerSender) requeue(set controller.Requests) {
 	n := numRequests(&set)
 	b.mu.Lock()
 	b.stats.InFlight = 0
-	if setHeader(&set).ControllerEpoch < b.epoch {
+	if b.obsoleteLocked(setHeader(&set)) {
 		b.stats.Dropped += uint64(n)
 		b.mu.Unlock()
 		b.reportDropped(&set)
@@ -774,9 +826,14 @@ func (b *brokerSender) reportDropped(set *controller.Requests) {
 }
 
 func (b *brokerSender) report(results []StopReplicaResult) {
-	h := b.p.cfg.Responses
-	if h == nil || len(results) == 0 || b.p.ctx.Err() != nil {
+	if b.p.cfg.Responses == nil || len(results) == 0 {
 		return
 	}
-	h.HandleStopReplicaResponse(b.id, results)
+	b.p.reportMu.Lock()
+	b.p.reports = append(b.p.reports, report{broker: b.id, results: results})
+	b.p.reportMu.Unlock()
+	select {
+	case b.p.reportWake <- struct{}{}:
+	default:
+	}
 }

@@ -385,3 +385,31 @@ func TestRefusedRequestsAreCounted(t *testing.T) {
 	}
 	balanced(t, old.Stats())
 }
+
+// TestOlderIncarnationIsDropped: once a set for a newer incarnation of a
+// broker (a higher broker epoch) is queued, sets for the older one are
+// dropped, queued or not.
+func TestOlderIncarnationIsDropped(t *testing.T) {
+	bk := newBook()
+	bk.set(1, blackhole(t)) // the first request hangs: the rest queue
+	rec := &recorder{}
+	p := newPool(t, bk, sender.Config{Responses: rec, RequestTimeout: time.Hour})
+	h := func(be int64, off uint64) controller.Header {
+		return controller.Header{ControllerID: 1, ControllerEpoch: 3, BrokerEpoch: be, MetadataOffset: off}
+	}
+	parts := []controller.PartitionState{ps("t", topicID, 0, 1, 1, 1)}
+	p.Send(set(1, h(5, 1), nil, parts))
+	waitFor(t, "the first set in flight", func() bool { return p.Stats().Brokers[1].InFlight == 2 })
+	p.Send(set(1, h(5, 2), nil, parts, controller.StopPartition{Topic: "t", TopicID: topicID, Partition: 0, Delete: true}))
+	p.Send(set(1, h(9, 3), nil, parts))
+	p.Send(set(1, h(5, 4), nil, parts))
+	s := p.Stats().Brokers[1]
+	if s.Dropped != 3+2 || s.Pending != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	waitFor(t, "the dropped deletion reported", func() bool { return len(rec.results(1)) == 1 })
+	if r := rec.results(1)[0]; !errors.Is(r.Err, sender.ErrDropped) {
+		t.Fatalf("%+v", r)
+	}
+	balanced(t, p.Stats())
+}
