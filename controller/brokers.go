@@ -238,6 +238,13 @@ func (ec *eventCtx) unfenceBroker(b *fsm.Broker, offset uint64) error {
 	}
 	ec.log.Info("broker caught up: unfenced", "broker", b.ID, "epoch", b.Epoch)
 	ec.plan.umAll = true
+	// A broker that has applied nothing past its own registration is a
+	// new incarnation with an empty cache: it gets the whole image, as
+	// Kafka sends a starting broker a full UpdateMetadata. One that comes
+	// back with a cache gets what changed since.
+	if offset <= uint64(b.Epoch) {
+		offset = 0
+	}
 	ec.plan.catchUp[b.ID] = offset
 	ec.brokerReturned(b.ID)
 	_, hosted := ec.partitionsOf(b.ID)
