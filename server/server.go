@@ -28,6 +28,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/ops"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender"
+	"github.com/ctrlquorum/ctrlquorum/transport/zookeeper"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
@@ -71,6 +72,11 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	BrokerHost        broker.Host // nil: a broker.MemoryHost
 
+	// ZooKeeperMirror, with the voter role, mirrors the committed image to
+	// Kafka's znodes in this ZooKeeper ("host:port[,…][/chroot]") while
+	// this voter is the active controller; empty: no mirror.
+	ZooKeeperMirror string
+
 	// HTTPAddr is where the operations endpoint listens; empty: none.
 	HTTPAddr string
 	Pprof    bool
@@ -90,6 +96,7 @@ type Server struct {
 	Sender   *sender.Pool         // nil without the voter role
 	Agent    *broker.Agent        // nil without the broker role
 	HTTP     *ops.Server          // nil without HTTPAddr
+	Mirror   *zookeeper.Mirror    // nil without ZooKeeperMirror
 	Registry *prometheus.Registry // this node's metrics
 
 	stopOnce sync.Once
@@ -123,6 +130,11 @@ func Start(cfg Config) (*Server, error) {
 			return fail(err)
 		}
 	}
+	if cfg.ZooKeeperMirror != "" && s.Node != nil {
+		if err := s.startMirror(); err != nil {
+			return fail(err)
+		}
+	}
 	if cfg.HTTPAddr != "" {
 		ocfg := ops.Config{NodeID: cfg.NodeID, Node: s.Node, Gatherer: s.Registry, Pprof: cfg.Pprof}
 		if s.Agent != nil {
@@ -135,7 +147,7 @@ func Start(cfg Config) (*Server, error) {
 				return nil
 			})
 		}
-		h, err := ops.Serve(cfg.HTTPAddr, ops.Handler(ocfg))
+		h, err := ops.Serve(cfg.HTTPAddr, s.withMigrate(s.withControlLog(ops.Handler(ocfg))))
 		if err != nil {
 			return fail(fmt.Errorf("http: %w", err))
 		}
@@ -234,6 +246,9 @@ func (s *Server) abort() {
 	if s.HTTP != nil {
 		_ = s.HTTP.Close()
 	}
+	if s.Mirror != nil {
+		s.Mirror.Stop()
+	}
 	if s.Agent != nil {
 		_ = s.Agent.Close()
 	}
@@ -260,6 +275,9 @@ func (s *Server) Stop(ctx context.Context) error {
 			if err := s.Agent.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("broker controlled shutdown: %w", err))
 			}
+		}
+		if s.Mirror != nil {
+			s.Mirror.Stop()
 		}
 		if s.Node != nil {
 			s.handOver(ctx)

@@ -50,6 +50,7 @@ var settings = []setting{
 	{"broker.heartbeat.interval", "2s", "time between the broker's heartbeats", "HeartbeatInterval"},
 	{"http.listener", "", "host:port of the HTTP endpoint: /metrics, /healthz, /readyz, /state-hash, /brokers (empty: none)", "HTTPAddr"},
 	{"pprof", "false", "serve Go's profiler under /debug/pprof/ on the HTTP endpoint", "Pprof"},
+	{"zookeeper.mirror", "", "mirror the committed image to Kafka's znodes in this ZooKeeper (host:port[,…][/chroot]) while this voter is active (empty: none)", "ZooKeeperMirror"},
 	{"log.level", "info", "log level: trace, debug, info, warn, error", ""},
 	{"shutdown.timeout", "30s", "how long a SIGTERM waits for the controlled shutdown and the leadership handover", ""},
 	{"tls.cert.file", "", "reserved: TLS certificate file (not supported yet; setting it is refused)", ""},
@@ -326,6 +327,7 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 	default:
 		return nc, bad("pprof", "%q is not true or false", ns.get("pprof"))
 	}
+	c.ZooKeeperMirror = ns.get("zookeeper.mirror")
 	nc.LogLevel = ns.get("log.level")
 	switch nc.LogLevel {
 	case "trace", "debug", "info", "warn", "error":

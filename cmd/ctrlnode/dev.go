@@ -67,6 +67,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	session := fs.Duration("session-timeout", 9*time.Second, "broker session timeout")
 	pprof := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the voters' HTTP endpoints")
+	zkMirror := fs.String("zookeeper-mirror", "", "mirror the image to Kafka's znodes in this ZooKeeper (host:port[/chroot]) from the active voter")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: ctrlnode dev [flags]")
 		fmt.Fprint(fs.Output(), `
@@ -130,7 +131,7 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 		dir := filepath.Join(*dataDir, fmt.Sprintf("voter-%d", vp.ID))
 		s, err := server.Start(server.Config{
 			NodeID: vp.ID, Voter: true, RaftAddr: vp.Raft, Listener: vp.Listener, ListenerAdvertise: vp.Listener,
-			Voters: lay.voters(), DataDir: dir, SessionTimeout: *session, HTTPAddr: lay.http(i), Pprof: *pprof,
+			Voters: lay.voters(), DataDir: dir, SessionTimeout: *session, HTTPAddr: lay.http(i), Pprof: *pprof, ZooKeeperMirror: *zkMirror,
 			Logger: logger,
 		})
 		if err != nil {

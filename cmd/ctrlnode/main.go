@@ -37,6 +37,7 @@ func commands() []command {
 		{"quorum", "the quorum's leader, epoch, commit index and per-voter lag", runQuorum},
 		{"state-hash", "each voter's state hash and index, compared", runStateHash},
 		{"bench", "the benchmark scenarios as one table, with the raw-raft floor", runBench},
+		{"migrate", "import a ZooKeeper-mode Kafka cluster's metadata into the quorum", runMigrate},
 	}
 }
 
