@@ -38,6 +38,7 @@ func commands() []command {
 		{"state-hash", "each voter's state hash and index, compared", runStateHash},
 		{"bench", "the benchmark scenarios as one table, with the raw-raft floor", runBench},
 		{"migrate", "import a ZooKeeper-mode Kafka cluster's metadata into the quorum", runMigrate},
+		{"certs", "write a throwaway CA and voter, broker and client certificates", runCerts},
 	}
 }
 

@@ -3,6 +3,7 @@ package kafkawire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,6 +24,9 @@ type Conn struct {
 	ClientID string
 	// Version of the request being handled.
 	Version int16
+	// TLS is the state of the connection's completed TLS handshake (the
+	// client's verified certificates among it), nil on a plain connection.
+	TLS *tls.ConnectionState
 }
 
 // Handler serves decoded requests. It returns the response to send, or an
@@ -39,7 +43,10 @@ func (f HandlerFunc) Handle(ctx context.Context, c *Conn, req kmsg.Request) (kms
 	return f(ctx, c, req)
 }
 
-// Config configures a Server. Zero values take the defaults.
+// Config configures a Server. Zero values take the defaults. Every limit
+// is logged, naming the limit and its value, when a connection hits it:
+// idle timeouts at Info (an idle client is not misbehaving), the others
+// at Warn.
 type Config struct {
 	Handler Handler
 	Logger  hclog.Logger
@@ -54,11 +61,25 @@ type Config struct {
 	// Default 10 minutes, Kafka's connections.max.idle.ms.
 	IdleTimeout time.Duration
 	// ReadTimeout bounds reading the rest of a frame once it started, so
-	// a client that sends half a frame and stalls is dropped. Default 30 s.
+	// a client that sends half a frame and stalls is dropped. On a TLS
+	// listener it also bounds the handshake. Default 30 s.
 	ReadTimeout time.Duration
 	// MaxConns bounds open connections; more are closed at accept.
 	// Default 10000.
 	MaxConns int
+	// MaxInFlight bounds the requests read from one connection and not
+	// yet answered. Requests are handled one at a time and answered in
+	// order either way; 1 (the default, as a Kafka broker does) reads the
+	// next frame only once the previous one is answered, N > 1 reads up to
+	// N-1 frames ahead of the one being handled. At the cap the server
+	// stops reading from the connection, and TCP pushes back on the
+	// client. A connection holds at most MaxInFlight × MaxFrameBytes of
+	// request frames.
+	MaxInFlight int
+	// WriteTimeout bounds writing one response, so a client that stops
+	// reading its answers does not hold its connection forever. Default
+	// 30 s.
+	WriteTimeout time.Duration
 }
 
 // Server is a Kafka-protocol listener.
@@ -74,6 +95,8 @@ type Server struct {
 	wg     sync.WaitGroup
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	stats limitCounters
 }
 
 // Listen starts serving on addr.
@@ -101,6 +124,12 @@ func Serve(ln net.Listener, cfg Config) *Server {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 10000
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 1
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, ln: ln, conns: map[net.Conn]struct{}{}, apis: map[int16]int16{}}
 	for k, v := range cfg.APIs {
@@ -161,6 +190,7 @@ func (s *Server) accept() {
 		}
 		if len(s.conns) >= s.cfg.MaxConns {
 			s.mu.Unlock()
+			s.stats.connsRefused.Add(1)
 			s.log.Warn("connection limit reached: closing new connection", "remote", c.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
 			_ = c.Close()
 			continue
@@ -180,58 +210,211 @@ func (s *Server) serveConn(c net.Conn) {
 		s.mu.Unlock()
 		_ = c.Close()
 	}()
-	r := bufio.NewReaderSize(c, 64<<10)
-	w := bufio.NewWriterSize(c, 64<<10)
 	log := s.log.With("remote", c.RemoteAddr().String())
-	for {
-		frame, err := s.readFrame(c, r)
+	var state *tls.ConnectionState
+	if tc, ok := c.(*tls.Conn); ok {
+		cs, err := s.handshake(tc)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				log.Info("closing connection", "reason", err)
+			s.stats.handshakeFailures.Add(1)
+			var le *limitError
+			if errors.As(err, &le) {
+				log.Warn("closing connection: "+le.msg, le.kv...)
+			} else if s.ctx.Err() == nil {
+				log.Warn("closing connection: TLS handshake failed", "reason", err)
 			}
 			return
 		}
-		resp, err := s.handleFrame(c, frame)
+		state = cs
+		if len(cs.PeerCertificates) > 0 {
+			log = log.With("tls_subject", cs.PeerCertificates[0].Subject.String())
+		}
+	}
+
+	// One goroutine reads frames, this one answers them in order. slots
+	// holds one token per frame read and not yet answered.
+	frames := make(chan []byte, s.cfg.MaxInFlight)
+	slots := make(chan struct{}, s.cfg.MaxInFlight)
+	done := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		s.readLoop(c, frames, slots, done, log)
+	}()
+	defer func() {
+		close(done)
+		_ = c.Close() // unblocks a read in progress
+		<-readerDone
+	}()
+
+	w := bufio.NewWriterSize(c, 64<<10)
+	for frame := range frames {
+		resp, err := s.handleFrame(c.RemoteAddr(), state, frame)
 		if err != nil {
 			log.Warn("closing connection after a bad request", "reason", err)
 			return
 		}
-		if _, err := w.Write(resp); err != nil {
+		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		_, err = w.Write(resp)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				s.stats.writeTimeouts.Add(1)
+				log.Warn("closing connection: response not written within the write timeout (the client is not reading)",
+					"write_timeout", s.cfg.WriteTimeout, "response_bytes", len(resp))
+			}
 			return
 		}
-		if err := w.Flush(); err != nil {
-			return
-		}
+		<-slots
 	}
 }
 
-func (s *Server) readFrame(c net.Conn, r *bufio.Reader) ([]byte, error) {
-	_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:1]); err != nil {
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			return nil, fmt.Errorf("idle for %v", s.cfg.IdleTimeout)
+// handshake completes a TLS handshake within the read timeout.
+func (s *Server) handshake(tc *tls.Conn) (*tls.ConnectionState, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ReadTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, &limitError{msg: "TLS handshake not complete within the read timeout", kv: []any{"read_timeout", s.cfg.ReadTimeout}}
 		}
 		return nil, err
 	}
+	cs := tc.ConnectionState()
+	return &cs, nil
+}
+
+// readLoop reads frames into frames, taking a slot for each before it
+// starts reading it, until the connection fails, a limit is hit, or done
+// closes. It closes frames when it stops, after which the frames already
+// read are still answered.
+func (s *Server) readLoop(c net.Conn, frames chan<- []byte, slots chan struct{}, done <-chan struct{}, log hclog.Logger) {
+	defer close(frames)
+	r := bufio.NewReaderSize(c, 64<<10)
+	busy := func() bool { return len(slots) > 0 }
+	paused := false
+	for {
+		var err error
+		select {
+		case slots <- struct{}{}:
+		default:
+			// Every slot is taken. Wait for the client's next bytes, which
+			// only go into the read buffer, and say once per connection
+			// that it is being held back; then wait for a slot.
+			if !paused {
+				if err = s.awaitData(c, r, busy); err == nil {
+					paused = true
+					s.stats.inFlightPauses.Add(1)
+					log.Info("in-flight request limit reached: not reading more requests from this connection until a response is sent", "max_in_flight", s.cfg.MaxInFlight)
+				}
+			}
+			if err == nil {
+				select {
+				case slots <- struct{}{}:
+				case <-done:
+					return
+				}
+			}
+		}
+		var frame []byte
+		if err == nil {
+			// The slot just taken is this frame's: others are in flight
+			// when more than one is held.
+			frame, err = s.readFrame(c, r, func() bool { return len(slots) > 1 })
+		}
+		if err != nil {
+			var le *limitError
+			switch {
+			case errors.As(err, &le):
+				le.count(&s.stats)
+				if le.idle {
+					log.Info("closing connection: "+le.msg, le.kv...)
+				} else {
+					log.Warn("closing connection: "+le.msg, le.kv...)
+				}
+			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+			default:
+				select {
+				case <-done:
+				default:
+					log.Info("closing connection", "reason", err)
+				}
+			}
+			return
+		}
+		frames <- frame
+	}
+}
+
+// limitError is a connection closed by one of the Server's limits.
+type limitError struct {
+	msg  string
+	kv   []any
+	idle bool
+	stat func(*limitCounters)
+}
+
+func (e *limitError) Error() string { return e.msg }
+
+func (e *limitError) count(c *limitCounters) {
+	if e.stat != nil {
+		e.stat(c)
+	}
+}
+
+// awaitData waits until the client has sent at least one more byte,
+// within the idle timeout, which restarts while busy reports requests of
+// this connection still being answered.
+func (s *Server) awaitData(c net.Conn, r *bufio.Reader, busy func() bool) error {
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		_, err := r.Peek(1)
+		if err == nil {
+			return nil
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			if busy() {
+				continue
+			}
+			return &limitError{msg: "idle timeout", kv: []any{"idle_timeout", s.cfg.IdleTimeout}, idle: true,
+				stat: func(c *limitCounters) { c.idleTimeouts.Add(1) }}
+		}
+		return err
+	}
+}
+
+// readFrame reads one frame. The wait for its first byte is bounded by
+// the idle timeout (see awaitData), the rest of the frame by the read
+// timeout. The size is checked before anything is allocated for the
+// frame.
+func (s *Server) readFrame(c net.Conn, r *bufio.Reader, busy func() bool) ([]byte, error) {
+	if err := s.awaitData(c, r, busy); err != nil {
+		return nil, err
+	}
 	_ = c.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
-	if _, err := io.ReadFull(r, size[1:]); err != nil {
-		return nil, stalled(err, s.cfg.ReadTimeout)
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, s.stalled(err)
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 8 || n > s.cfg.MaxFrameBytes {
-		return nil, fmt.Errorf("frame of %d bytes is outside 8..%d (max frame bytes)", n, s.cfg.MaxFrameBytes)
+	if n > s.cfg.MaxFrameBytes || n < 0 {
+		return nil, &limitError{msg: "frame exceeds the maximum frame size", kv: []any{"frame_bytes", uint32(n), "max_frame_bytes", s.cfg.MaxFrameBytes},
+			stat: func(c *limitCounters) { c.framesTooLarge.Add(1) }}
+	}
+	if n < 8 {
+		return nil, fmt.Errorf("frame of %d bytes is too short for a request header", n)
 	}
 	frame := make([]byte, n)
 	if _, err := io.ReadFull(r, frame); err != nil {
-		return nil, stalled(err, s.cfg.ReadTimeout)
+		return nil, s.stalled(err)
 	}
 	return frame, nil
 }
 
-func stalled(err error, d time.Duration) error {
+func (s *Server) stalled(err error) error {
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		return fmt.Errorf("frame not complete within the %v read timeout", d)
+		return &limitError{msg: "frame not complete within the read timeout", kv: []any{"read_timeout", s.cfg.ReadTimeout},
+			stat: func(c *limitCounters) { c.readTimeouts.Add(1) }}
 	}
 	return err
 }
@@ -283,7 +466,7 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-func (s *Server) handleFrame(c net.Conn, frame []byte) ([]byte, error) {
+func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, frame []byte) ([]byte, error) {
 	h, body, err := parseHeader(frame)
 	if err != nil {
 		return nil, err
@@ -312,7 +495,7 @@ func (s *Server) handleFrame(c net.Conn, frame []byte) ([]byte, error) {
 	if h.key == apiVersionsKey {
 		resp = s.apiVersions(req.(*kmsg.ApiVersionsRequest))
 	} else {
-		resp, err = s.cfg.Handler.Handle(s.ctx, &Conn{Remote: c.RemoteAddr(), ClientID: h.clientID, Version: h.version}, req)
+		resp, err = s.cfg.Handler.Handle(s.ctx, &Conn{Remote: remote, ClientID: h.clientID, Version: h.version, TLS: state}, req)
 		if err != nil {
 			return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
 		}

@@ -46,6 +46,8 @@ type testCluster struct {
 	nodes     []*controller.Node
 	listeners []*Listener
 	brokers   map[int32]*testBroker
+	// tls, when set, runs raft and the listeners over mutual TLS.
+	tls *clusterTLS
 }
 
 type clusterOpts struct {
@@ -53,6 +55,9 @@ type clusterOpts struct {
 	// steady keeps raft's default timeouts, for benchmarks: the load they
 	// put on the machine would trigger elections with the fast ones.
 	steady bool
+	// tls runs raft, the listeners and every client over mutual TLS with
+	// certificates of a throwaway CA (see tls_test.go).
+	tls bool
 }
 
 func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
@@ -61,14 +66,17 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 		opts.session = 6 * time.Second
 	}
 	c := &testCluster{t: t, session: opts.session, steady: opts.steady, brokers: map[int32]*testBroker{}}
+	if opts.tls {
+		c.tls = newClusterTLS(t, []int32{1001, 1002, 1003})
+	}
 	streams := make([]*transport.StreamLayer, 3)
 	lns := make([]net.Listener, 3)
 	for i := range 3 {
-		s, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
+		s, err := c.openRaft(i, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := c.openListener(i, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,10 +110,10 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 	c.t.Helper()
 	if stream == nil {
 		stream = retryListen(c.t, func() (*transport.StreamLayer, error) {
-			return transport.NewTCPStreamLayer(c.raftPeers[i].Addr, "")
+			return c.openRaft(i, c.raftPeers[i].Addr)
 		})
 		ln = retryListen(c.t, func() (net.Listener, error) {
-			return net.Listen("tcp", c.peers[i].addr())
+			return c.openListener(i, c.peers[i].addr())
 		})
 	}
 	sender := &ackSender{}
@@ -129,7 +137,8 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 		c.t.Fatal(err)
 	}
 	sender.ctl.Store(n.Controller)
-	l, err := New(Config{Listener: ln, Node: n, Peers: c.peers, ClusterID: testClusterID, Logger: testLogger(fmt.Sprintf("listener-%d", c.ids[i]))})
+	l, err := New(Config{Listener: ln, Node: n, Peers: c.peers, ClusterID: testClusterID, Logger: testLogger(fmt.Sprintf("listener-%d", c.ids[i])),
+		Dial: c.peerDial(i)})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -328,7 +337,7 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // client returns a kgo client seeded with every running voter.
 func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(60 * time.Second)}, opts...)
+	opts = append(append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(60 * time.Second)}, c.clientTLS()...), opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		c.t.Fatal(err)
@@ -414,7 +423,7 @@ func (c *testCluster) startBroker(id int32) *testBroker {
 		c.t.Fatal(err)
 	}
 	b.srv = srv
-	b.cl = c.client()
+	b.cl = c.client(c.brokerTLS(id)...)
 	c.mu.Lock()
 	c.brokers[id] = b
 	c.mu.Unlock()

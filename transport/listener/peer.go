@@ -40,8 +40,16 @@ const maxPeerResponse = 100 << 20
 // Calls between voters are rare (forwarded config changes, quorum
 // probes), which is why each dials afresh rather than keeping a pool.
 func call(ctx context.Context, addr, clientID string, req kmsg.Request) (kmsg.Response, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	return callWith(ctx, nil, addr, clientID, req)
+}
+
+// callWith is call over a connection from dial (plain TCP when nil).
+func callWith(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, clientID string, req kmsg.Request) (kmsg.Response, error) {
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +138,7 @@ func (l *Listener) forward(ctx context.Context, req kmsg.Request) kmsg.Response 
 	if id < 0 || id == l.self || !ok {
 		return nil
 	}
-	resp, err := call(ctx, p.addr(), fmt.Sprintf("%s/%d", forwardClientID, l.self), req)
+	resp, err := callWith(ctx, l.cfg.Dial, p.addr(), fmt.Sprintf("%s/%d", forwardClientID, l.self), req)
 	if err != nil {
 		l.log.Debug("forwarding to the active controller failed", "api", kmsg.NameForKey(req.Key()), "active", id, "error", err)
 		return nil

@@ -98,6 +98,10 @@ type Config struct {
 	ForwardTimeout time.Duration
 	// Wire adjusts the wire server's configuration (limits, timeouts).
 	Wire func(*kafkawire.Config)
+	// Dial opens connections to the other voters' listeners (forwarded
+	// config changes, DescribeQuorum probes). Default plain TCP; with TLS
+	// listeners, a TLS dialler such as tlsconfig.Reloader.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Listener serves one controller voter over the Kafka protocol.
@@ -255,6 +259,10 @@ func (l *Listener) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Reque
 }
 
 func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
+	if denied := l.authorizeBroker(c, req); denied != nil {
+		denied.SetVersion(req.GetVersion())
+		return denied, nil
+	}
 	var resp kmsg.Response
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:

@@ -1,0 +1,520 @@
+package kafkawire
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
+)
+
+type logSink struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *logSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *logSink) has(parts ...string) bool {
+	for _, line := range strings.Split(s.String(), "\n") {
+		ok := true
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func logged(cfg *Config) *logSink {
+	sink := &logSink{}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: sink, Level: hclog.Info})
+	return sink
+}
+
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// apiVersionsFrame is a complete ApiVersions v0 request.
+func apiVersionsFrame(corr int32) []byte {
+	msg := make([]byte, 14)
+	binary.BigEndian.PutUint32(msg[0:], 10)
+	binary.BigEndian.PutUint16(msg[4:], 18)
+	binary.BigEndian.PutUint16(msg[6:], 0)
+	binary.BigEndian.PutUint32(msg[8:], uint32(corr))
+	binary.BigEndian.PutUint16(msg[12:], 0xffff)
+	return msg
+}
+
+// roundTrip sends an ApiVersions request on c and reads its answer.
+func roundTrip(c net.Conn, corr int32) error {
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(apiVersionsFrame(corr)); err != nil {
+		return err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return err
+	}
+	resp := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, resp); err != nil {
+		return err
+	}
+	if got := int32(binary.BigEndian.Uint32(resp)); got != corr {
+		return errors.New("correlation id mismatch")
+	}
+	return nil
+}
+
+func dial(t *testing.T, s *Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedByPeer reads from c until the server closes it, and fails if it
+// does not within 10 s (or sends data instead).
+func closedByPeer(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := c.Read(make([]byte, 1))
+	if err == nil {
+		t.Fatalf("%s: got %d bytes instead of a closed connection", what, n)
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("%s: the server did not close the connection", what)
+	}
+}
+
+// TestSlowLorisIsClosedOthersServed: connections that send half a frame
+// (within the size prefix, and within the body) and stall are closed
+// after the read timeout, each with a log line naming the limit; a client
+// that behaves is served meanwhile.
+func TestSlowLorisIsClosedOthersServed(t *testing.T) {
+	cfg := Config{ReadTimeout: 500 * time.Millisecond}
+	logs := logged(&cfg)
+	s := metadataServer(t, cfg)
+
+	halfSize := dial(t, s)
+	if _, err := halfSize.Write([]byte{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	halfBody := dial(t, s)
+	if _, err := halfBody.Write(apiVersionsFrame(1)[:9]); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	good := dial(t, s)
+	for i := range int32(20) {
+		if err := roundTrip(good, i); err != nil {
+			t.Fatalf("a well-behaved client failed while others stalled: %v", err)
+		}
+	}
+	closedByPeer(t, halfSize, "half a size prefix")
+	closedByPeer(t, halfBody, "half a frame")
+	if waited := time.Since(start); waited < 400*time.Millisecond {
+		t.Fatalf("stalled connections closed after %v, before the 500ms read timeout", waited)
+	}
+	poll(t, "the read-timeout log lines", func() bool {
+		return strings.Count(logs.String(), "closing connection: frame not complete within the read timeout") == 2
+	})
+	if !logs.has("frame not complete within the read timeout", "read_timeout=500ms") {
+		t.Fatalf("log line does not name the limit:\n%s", logs)
+	}
+	if got := s.Limits().ReadTimeouts; got != 2 {
+		t.Fatalf("ReadTimeouts = %d, want 2", got)
+	}
+	// The good client is still served.
+	if err := roundTrip(good, 99); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIdleConnectionIsClosed(t *testing.T) {
+	cfg := Config{IdleTimeout: 300 * time.Millisecond}
+	logs := logged(&cfg)
+	s := metadataServer(t, cfg)
+	c := dial(t, s)
+	if err := roundTrip(c, 1); err != nil {
+		t.Fatal(err)
+	}
+	closedByPeer(t, c, "idle connection")
+	poll(t, "the idle log line", func() bool { return logs.has("closing connection: idle timeout", "idle_timeout=300ms") })
+	if got := s.Limits().IdleTimeouts; got != 1 {
+		t.Fatalf("IdleTimeouts = %d", got)
+	}
+}
+
+// TestOversizedFrameIsNeverAllocated: a frame announcing 1 GiB (and one
+// with a negative size) against a 1 MiB limit closes the connection at
+// once, without the server allocating anything near the announced size.
+func TestOversizedFrameIsNeverAllocated(t *testing.T) {
+	cfg := Config{MaxFrameBytes: 1 << 20}
+	logs := logged(&cfg)
+	s := metadataServer(t, cfg)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, size := range []uint32{1 << 30, 0x80000010} {
+		c := dial(t, s)
+		msg := binary.BigEndian.AppendUint32(nil, size)
+		msg = append(msg, apiVersionsFrame(1)[4:]...)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		closedByPeer(t, c, "oversized frame")
+	}
+	poll(t, "both oversized frames counted", func() bool { return s.Limits().FramesTooLarge == 2 })
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Fatalf("the server allocated %d MiB for frames it refused", grew>>20)
+	}
+	if !logs.has("closing connection: frame exceeds the maximum frame size", "frame_bytes=1073741824", "max_frame_bytes=1048576") {
+		t.Fatalf("no log line naming the limit:\n%s", logs)
+	}
+	if err := roundTrip(dial(t, s), 5); err != nil {
+		t.Fatalf("server stopped serving: %v", err)
+	}
+}
+
+// TestConnectionCap: with MaxConns 2, a third connection is closed at
+// accept and logged; once one of the two goes, a new one is served.
+func TestConnectionCap(t *testing.T) {
+	cfg := Config{MaxConns: 2}
+	logs := logged(&cfg)
+	s := metadataServer(t, cfg)
+	a, b := dial(t, s), dial(t, s)
+	for i, c := range []net.Conn{a, b} {
+		if err := roundTrip(c, int32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := dial(t, s)
+	closedByPeer(t, third, "connection over the cap")
+	if got := s.Limits().ConnsRefused; got != 1 {
+		t.Fatalf("ConnsRefused = %d", got)
+	}
+	if !logs.has("connection limit reached: closing new connection", "max_conns=2") {
+		t.Fatalf("no log line naming the limit:\n%s", logs)
+	}
+	// The two admitted connections are unaffected.
+	if err := roundTrip(a, 10); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	poll(t, "a free connection slot", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns) < 2
+	})
+	if err := roundTrip(dial(t, s), 11); err != nil {
+		t.Fatalf("a connection after one closed: %v", err)
+	}
+	if err := roundTrip(b, 12); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countingListener counts the bytes the server reads from each
+// connection it accepted.
+type countingListener struct {
+	net.Listener
+	read atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, n: &l.read}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// metadataFrame is a Metadata v1 request of about size bytes.
+func metadataFrame(corr int32, size int) []byte {
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(1)
+	name := strings.Repeat("t", 240)
+	for n := 0; n < size; n += len(name) + 2 {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	msg := make([]byte, 4, size+64)
+	msg = binary.BigEndian.AppendUint16(msg, 3)
+	msg = binary.BigEndian.AppendUint16(msg, 1)
+	msg = binary.BigEndian.AppendUint32(msg, uint32(corr))
+	msg = binary.BigEndian.AppendUint16(msg, 0xffff)
+	msg = req.AppendTo(msg)
+	binary.BigEndian.PutUint32(msg, uint32(len(msg)-4))
+	return msg
+}
+
+// TestInFlightCap: while the handler is stuck on a connection's first
+// request, the server reads no more than MaxInFlight frames from it (plus
+// what its 64 KiB read buffer holds), logs the pause once, and answers
+// everything in order once the handler resumes.
+func TestInFlightCap(t *testing.T) {
+	const frameSize = 256 << 10
+	const sent = 12
+	for _, maxInFlight := range []int{1, 3} {
+		release := make(chan struct{})
+		var handled atomic.Int32
+		cfg := Config{MaxInFlight: maxInFlight, APIs: map[int16]int16{3: 12}}
+		logs := logged(&cfg)
+		cfg.Handler = HandlerFunc(func(_ context.Context, _ *Conn, req kmsg.Request) (kmsg.Response, error) {
+			if handled.Add(1) == 1 {
+				<-release
+			}
+			return req.(*kmsg.MetadataRequest).ResponseKind(), nil
+		})
+		tcp, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln := &countingListener{Listener: tcp}
+		s := Serve(ln, cfg)
+
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames := make([][]byte, sent)
+		for i := range frames {
+			frames[i] = metadataFrame(int32(i), frameSize)
+		}
+		writeErr := make(chan error, 1)
+		go func() {
+			for _, f := range frames {
+				if _, err := c.Write(f); err != nil {
+					writeErr <- err
+					return
+				}
+			}
+			writeErr <- nil
+		}()
+		want := int64(maxInFlight * len(frames[0]))
+		poll(t, "the handler to hold the first request and the reader to fill its slots", func() bool {
+			return handled.Load() == 1 && ln.read.Load() >= want
+		})
+		poll(t, "the pause to be logged", func() bool {
+			return logs.has("in-flight request limit reached", "max_in_flight="+strconv.Itoa(maxInFlight))
+		})
+		// The reader logs the pause just before it blocks for a slot:
+		// from here on it reads nothing until the handler answers.
+		if got, limit := ln.read.Load(), want+64<<10; got > limit {
+			t.Fatalf("max in flight %d: the server read %d bytes with the handler stuck, more than %d frames of %d bytes plus its buffer",
+				maxInFlight, got, maxInFlight, len(frames[0]))
+		}
+		if got := s.Limits().InFlightPauses; got != 1 {
+			t.Fatalf("InFlightPauses = %d", got)
+		}
+		close(release)
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for i := range int32(sent) {
+			var size [4]byte
+			if _, err := io.ReadFull(c, size[:]); err != nil {
+				t.Fatalf("response %d: %v", i, err)
+			}
+			resp := make([]byte, binary.BigEndian.Uint32(size[:]))
+			if _, err := io.ReadFull(c, resp); err != nil {
+				t.Fatal(err)
+			}
+			if got := int32(binary.BigEndian.Uint32(resp)); got != i {
+				t.Fatalf("response %d carries correlation id %d", i, got)
+			}
+		}
+		if err := <-writeErr; err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		s.Close()
+	}
+}
+
+// TestTLSConnExposesPeerCertificate: on a TLS listener the handler sees
+// the client's verified certificate; a plain listener gives nil.
+func TestTLSConnExposesPeerCertificate(t *testing.T) {
+	pki := tlstest.NewPKI(t, "test CA")
+	server := pki.Reloader(pki.Voter(1001))
+	client := pki.Reloader(pki.Broker(2))
+	var seen atomic.Pointer[Conn]
+	handler := HandlerFunc(func(_ context.Context, c *Conn, req kmsg.Request) (kmsg.Response, error) {
+		seen.Store(c)
+		return req.(*kmsg.MetadataRequest).ResponseKind(), nil
+	})
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Handler: handler, APIs: map[int16]int16{3: 12}, ReadTimeout: 400 * time.Millisecond}
+	logs := logged(&cfg)
+	s := Serve(tls.NewListener(tcp, server.ServerConfig(nil)), cfg)
+	defer s.Close()
+
+	c, err := tls.Dial("tcp", s.Addr().String(), client.ClientConfig("127.0.0.1", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(metadataFrame(7, 100)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	got := seen.Load()
+	if got == nil || got.TLS == nil || len(got.TLS.PeerCertificates) == 0 || got.TLS.PeerCertificates[0].Subject.CommonName != "broker-2" {
+		t.Fatalf("handler saw %+v", got)
+	}
+
+	// A client that opens TCP and never starts the handshake is closed
+	// after the read timeout, with a log line; others are served.
+	stall, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stall.Close()
+	closedByPeer(t, stall, "stalled TLS handshake")
+	poll(t, "the handshake timeout log line", func() bool {
+		return logs.has("closing connection: TLS handshake not complete within the read timeout", "read_timeout=400ms")
+	})
+	// A client without a certificate is refused and logged.
+	bare, err := tls.Dial("tcp", s.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+	if err == nil {
+		_, _ = bare.Write(metadataFrame(8, 100))
+		_ = bare.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = bare.Read(make([]byte, 1))
+		bare.Close()
+	}
+	if err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+	poll(t, "the refused handshake log line", func() bool { return logs.has("closing connection: TLS handshake failed") })
+	if got := s.Limits().HandshakeFailures; got != 2 {
+		t.Fatalf("HandshakeFailures = %d", got)
+	}
+
+	// Plain listener: no TLS state.
+	p := Serve(mustListen(t), Config{Handler: handler, APIs: map[int16]int16{3: 12}})
+	defer p.Close()
+	pc := dialAddr(t, p.Addr().String())
+	if _, err := pc.Write(metadataFrame(9, 100)); err != nil {
+		t.Fatal(err)
+	}
+	_ = pc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(pc, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen.Load(); got.TLS != nil {
+		t.Fatal("a plain connection reported TLS state")
+	}
+}
+
+func mustListen(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func dialAddr(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestClientThatStopsReadingIsClosed: a client that sends requests and
+// never reads the (large) answers is closed after the write timeout.
+func TestClientThatStopsReadingIsClosed(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	cfg := Config{WriteTimeout: 300 * time.Millisecond, APIs: map[int16]int16{3: 12}}
+	logs := logged(&cfg)
+	cfg.Handler = HandlerFunc(func(_ context.Context, _ *Conn, req kmsg.Request) (kmsg.Response, error) {
+		resp := req.(*kmsg.MetadataRequest).ResponseKind().(*kmsg.MetadataResponse)
+		for range 4 {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic = kmsg.StringPtr(big)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	})
+	s := Serve(mustListen(t), cfg)
+	defer s.Close()
+	c := dialAddr(t, s.Addr().String())
+	// Keep sending small requests; never read.
+	go func() {
+		for i := int32(0); ; i++ {
+			if _, err := c.Write(metadataFrame(i, 100)); err != nil {
+				return
+			}
+		}
+	}()
+	poll(t, "the write timeout", func() bool { return s.Limits().WriteTimeouts == 1 })
+	if !logs.has("closing connection: response not written within the write timeout", "write_timeout=300ms") {
+		t.Fatalf("no log line naming the limit:\n%s", logs)
+	}
+	if err := roundTrip(dialAddr(t, s.Addr().String()), 1); err != nil {
+		t.Fatalf("others not served: %v", err)
+	}
+}
