@@ -52,6 +52,7 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -67,6 +68,7 @@ import (
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
 
 // Config configures an Agent. Zero values take the defaults.
@@ -98,6 +100,16 @@ type Config struct {
 	// MaxFrameBytes bounds a request frame on the listener (kafkawire's
 	// default when zero: 100 MiB).
 	MaxFrameBytes int32
+	// TLS, if set, is the broker's certificate (one naming this broker
+	// id): the listener then serves mutual TLS and takes control requests
+	// only from a certificate that names a controller voter, and the
+	// agent reaches the controllers over TLS, accepting only a voter's
+	// certificate. Nil: plain TCP throughout.
+	TLS *tlsconfig.Reloader
+	// Voters, with TLS, are the voter ids whose certificates may send
+	// control requests and serve the controller listeners; empty: any
+	// certificate that names a voter.
+	Voters []int32
 }
 
 // Agent is a running broker agent.
@@ -212,6 +224,11 @@ func Start(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("advertised address %q: want host:port", adv)
 	}
 	a.advHost, a.advPort = host, uint16(port)
+	if cfg.TLS != nil {
+		// Any client with a certificate of the CA may connect (for
+		// Metadata); control requests are checked per request.
+		ln = tls.NewListener(ln, cfg.TLS.ServerConfig(nil))
+	}
 	a.srv = kafkawire.Serve(ln, kafkawire.Config{
 		Handler:       a,
 		Logger:        a.log.Named("listener"),
@@ -226,6 +243,15 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	a.log.Info("broker agent listening", "addr", a.Addr(), "incarnation", a.incarnation.String())
 	return a, nil
+}
+
+// voterCheck accepts a certificate that names a configured voter (any
+// voter when none are configured).
+func (a *Agent) voterCheck() tlsconfig.PeerCheck {
+	if len(a.cfg.Voters) > 0 {
+		return tlsconfig.Voters(a.cfg.Voters...)
+	}
+	return tlsconfig.VoterFunc(func(int32) bool { return true })
 }
 
 // Addr is the advertised host:port of the agent's listener.

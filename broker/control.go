@@ -81,13 +81,23 @@ func (c *ctrlClient) dropLocked() {
 	}
 }
 
+// dial connects to a controller listener: over TLS, presenting the
+// broker's certificate and accepting only a configured voter's, when the
+// agent has certificates; plain TCP otherwise.
+func (c *ctrlClient) dial(ctx context.Context, addr string, opts wireclient.Options) (*wireclient.Conn, error) {
+	if c.a.cfg.TLS == nil {
+		return wireclient.Dial(ctx, addr, opts)
+	}
+	return wireclient.DialWith(ctx, addr, opts, c.a.cfg.TLS.Dialer(nil, c.a.voterCheck()))
+}
+
 func (c *ctrlClient) discoverLocked(ctx context.Context) error {
 	opts := wireclient.Options{ClientID: c.clientID(), DialTimeout: c.a.cfg.RequestTimeout}
 	var errs []error
 	n := len(c.bootstrap)
 	for i := 0; i < n; i++ {
 		addr := c.bootstrap[(c.next+i)%n]
-		conn, err := wireclient.Dial(ctx, addr, opts)
+		conn, err := c.dial(ctx, addr, opts)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -121,7 +131,7 @@ func (c *ctrlClient) discoverLocked(ctx context.Context) error {
 		}
 		if caddr != addr {
 			_ = conn.Close()
-			if conn, err = wireclient.Dial(ctx, caddr, opts); err != nil {
+			if conn, err = c.dial(ctx, caddr, opts); err != nil {
 				errs = append(errs, fmt.Errorf("controller %d at %s: %w", mr.ControllerID, caddr, err))
 				continue
 			}

@@ -25,6 +25,9 @@ const (
 
 // Handle serves the agent's listener (kafkawire.Handler).
 func (a *Agent) Handle(_ context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
+	if refused := a.authorizeControl(c, req); refused != nil {
+		return refused, nil
+	}
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
 		return a.metadata(r), nil

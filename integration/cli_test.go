@@ -59,7 +59,8 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"raft address not the listed one", nil, run("--raft-listener", "127.0.0.1:19899"), []string{"voters (from flag --voters), entry 1", "lists this node at 127.0.0.1:19801"}},
 		{"broker id is a voter id", nil, run("--roles", "voter,broker", "--broker-id", "1001", "--broker-listener", "127.0.0.1:0"), []string{"broker.id (from flag --broker-id)", "also a voter id"}},
 		{"both roles without broker id", nil, run("--roles", "voter,broker", "--broker-listener", "127.0.0.1:0"), []string{"broker.id: required when a node has both roles"}},
-		{"tls reserved", nil, run("--tls-cert-file", "/etc/cert.pem"), []string{"tls.cert.file (from flag --tls-cert-file)", "not supported yet"}},
+		{"tls partial", nil, run("--tls-cert-file", "/etc/cert.pem"), []string{"tls.ca.file: required with the other tls.*.file settings"}},
+		{"tls files missing", nil, run("--tls-ca-file", filepath.Join(dir, "ca.crt"), "--tls-cert-file", filepath.Join(dir, "n.crt"), "--tls-key-file", filepath.Join(dir, "n.key")), []string{"tls.cert.file (from flag --tls-cert-file)", "no such file"}},
 		{"bad log level", nil, run("--log-level", "loud"), []string{"log.level (from flag --log-level)", `"loud"`}},
 	}
 	for _, tc := range cases {

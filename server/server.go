@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,8 +27,11 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/metrics"
 	"github.com/ctrlquorum/ctrlquorum/ops"
+	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender"
+	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/zookeeper"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
@@ -82,6 +86,17 @@ type Config struct {
 	Pprof    bool
 
 	Logger hclog.Logger
+	// TLS, if set, is this node's certificate, and everything the node
+	// serves and dials runs over mutual TLS with it: raft between voters
+	// (a peer must name a configured voter), the Kafka-protocol listener
+	// (any client certificate of the CA; broker requests only as the
+	// broker the certificate names) and forwarding between voters, the
+	// sender's connections to brokers (the broker must present the
+	// certificate of the broker id dialled), and the broker agent (see
+	// broker.Config.TLS). With the voter role the certificate must name
+	// NodeID as its voter id, with the broker role BrokerID as its broker
+	// id. Nil: plain TCP throughout.
+	TLS *tlsconfig.Reloader
 	// VoterOptions adjusts the raft voter's configuration (timeouts, a TLS
 	// stream layer).
 	VoterOptions func(*voter.Config)
@@ -178,7 +193,14 @@ func (s *Server) startVoter() error {
 	cfg := s.cfg
 	var image atomic.Pointer[fsm.FSM]
 	fwd := &stopReplicaForwarder{}
+	var brokerDial func(int32) wireclient.DialFunc
+	if certs := cfg.TLS; certs != nil {
+		brokerDial = func(id int32) wireclient.DialFunc {
+			return certs.Dialer(&net.Dialer{}, tlsconfig.Broker(id))
+		}
+	}
 	s.Sender = sender.New(sender.Config{
+		Dial:   brokerDial,
 		Logger: s.log,
 		Resolve: func(id int32) (string, bool) {
 			f := image.Load()
@@ -197,10 +219,31 @@ func (s *Server) startVoter() error {
 		lpeers = append(lpeers, listener.PeerListener{NodeID: v.ID, Host: host, Port: int32(port)})
 	}
 	observer := metrics.NewLoopObserver(s.Registry)
+	voterOpts := cfg.VoterOptions
+	if cfg.TLS != nil {
+		stream, err := transport.NewTLSStreamLayer(transport.TLSStreamConfig{
+			BindAddr: cfg.RaftAddr, Advertise: cfg.RaftAdvertise, Certs: cfg.TLS,
+			Peers: tlsconfig.Voters(s.voterIDs()...), Logger: s.log,
+		})
+		if err != nil {
+			return fmt.Errorf("raft: %w", err)
+		}
+		voterOpts = func(vc *voter.Config) {
+			if cfg.VoterOptions != nil {
+				cfg.VoterOptions(vc)
+			}
+			if vc.Stream != nil {
+				// The caller brought its own stream layer.
+				_ = stream.Close()
+				return
+			}
+			vc.Stream = stream
+		}
+	}
 	n, err := controller.StartNode(controller.NodeConfig{
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdvertise, DataDir: cfg.DataDir,
 		Peers: peers, Sender: s.Sender, Logger: s.log, SessionTimeout: cfg.SessionTimeout,
-		Voter:      cfg.VoterOptions,
+		Voter:      voterOpts,
 		Controller: func(c *controller.Config) { c.Observer = observer },
 	})
 	if err != nil {
@@ -210,11 +253,23 @@ func (s *Server) startVoter() error {
 	image.Store(n.FSM)
 	fwd.c.Store(n.Controller)
 	s.Registry.MustRegister(metrics.NewNodeCollector(n))
-	l, err := listener.New(listener.Config{
+	lcfg := listener.Config{
 		Addr: cfg.Listener, Advertise: cfg.ListenerAdvertise, Node: n, Peers: lpeers,
 		Logger: s.log, ClusterID: cfg.ClusterID,
-	})
+	}
+	if cfg.TLS != nil {
+		ln, err := net.Listen("tcp", cfg.Listener)
+		if err != nil {
+			return fmt.Errorf("listener: %w", err)
+		}
+		lcfg.Listener = tls.NewListener(ln, cfg.TLS.ServerConfig(nil))
+		lcfg.Dial = cfg.TLS.Dialer(&net.Dialer{}, tlsconfig.Voters(s.voterIDs()...))
+	}
+	l, err := listener.New(lcfg)
 	if err != nil {
+		if lcfg.Listener != nil {
+			_ = lcfg.Listener.Close()
+		}
 		return err
 	}
 	s.Listener = l
@@ -232,13 +287,33 @@ func (s *Server) startBroker() error {
 	a, err := broker.Start(broker.Config{
 		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
 		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
-		Host: cfg.BrokerHost, Logger: s.log,
+		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.TLS, Voters: s.voterIDs(),
 	})
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)
 	}
 	s.Agent = a
 	return nil
+}
+
+// voterIDs are the ids of the configured voters.
+func (s *Server) voterIDs() []int32 {
+	ids := make([]int32, 0, len(s.cfg.Voters))
+	for _, v := range s.cfg.Voters {
+		ids = append(ids, v.ID)
+	}
+	return ids
+}
+
+// ReloadTLS re-reads the node's certificate, key and CA bundle: new
+// connections (raft, listener, sender, broker agent) use them at once,
+// established ones keep theirs. On failure the certificate loaded before
+// stays in use. Without TLS it is an error.
+func (s *Server) ReloadTLS() error {
+	if s.cfg.TLS == nil {
+		return errors.New("TLS is not configured")
+	}
+	return s.cfg.TLS.Reload()
 }
 
 // abort stops whatever started, without the graceful steps.

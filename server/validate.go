@@ -148,5 +148,14 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
+	if c.TLS != nil {
+		id := c.TLS.Identity()
+		if c.Voter && id.Voter != c.NodeID {
+			return fieldErr("TLS", "the certificate %s does not name voter %d (NodeID)", id, c.NodeID)
+		}
+		if c.Broker && id.Broker != c.BrokerID {
+			return fieldErr("TLS", "the certificate %s does not name broker %d (BrokerID)", id, c.BrokerID)
+		}
+	}
 	return nil
 }

@@ -18,6 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
 
 // Exit codes of the admin commands (see usage).
@@ -66,6 +69,8 @@ type cli struct {
 	bootstrap string
 	json      bool
 	timeout   time.Duration
+	tlsFiles  tlsconfig.Files
+	tlsDial   wireclient.DialFunc // set by tlsDialer once loaded
 }
 
 // newCLI makes the flag set of an admin command with the common flags.
@@ -77,6 +82,9 @@ func newCLI(name, synopsis, about string, stdout, stderr io.Writer) *cli {
 	c.fs.StringVar(&c.bootstrap, "bootstrap", defaultBootstrap, "host:port of a controller listener (comma-separated for several)")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
+	c.fs.StringVar(&c.tlsFiles.CA, "tls-ca", "", "CA bundle (PEM) of a cluster that runs mutual TLS; with --tls-cert and --tls-key")
+	c.fs.StringVar(&c.tlsFiles.Cert, "tls-cert", "", "client certificate (PEM), e.g. client-admin.crt of `ctrlnode certs`")
+	c.fs.StringVar(&c.tlsFiles.Key, "tls-key", "", "private key (PEM) of --tls-cert")
 	c.fs.Usage = func() {
 		w := c.fs.Output()
 		fmt.Fprintf(w, "usage: ctrlnode %s %s\n", name, synopsis)
@@ -92,7 +100,14 @@ func newCLI(name, synopsis, about string, stdout, stderr io.Writer) *cli {
 // parse parses args; done reports that the command should return code
 // (help was printed, or the flags were wrong).
 func (c *cli) parse(args []string) (code int, done bool) {
-	return parseFlags(c.fs, args, c.stdout)
+	if code, done := parseFlags(c.fs, args, c.stdout); done {
+		return code, done
+	}
+	// The TLS files are loaded once, before any connection.
+	if _, err := c.tlsDialer(); err != nil {
+		return c.fail(err), true
+	}
+	return 0, false
 }
 
 // parseFlags parses a flag set; --help prints the usage on stdout and
@@ -147,20 +162,52 @@ func (c *cli) clients() (*kgo.Client, *kadm.Client, error) {
 	if len(seeds) == 0 {
 		return nil, nil, usageErr("--bootstrap is empty")
 	}
-	cl, err := kgo.NewClient(
+	dial, err := c.tlsDialer()
+	if err != nil {
+		return nil, nil, err
+	}
+	var opts []kgo.Opt
+	if dial != nil {
+		opts = append(opts, kgo.Dialer(dial))
+	}
+	cl, err := kgo.NewClient(append(opts,
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID("ctrlnode-admin"),
 		kgo.DialTimeout(min(c.timeout, 10*time.Second)),
 		kgo.RetryTimeout(c.timeout),
 		kgo.RequestTimeoutOverhead(5*time.Second),
 		kgo.MetadataMinAge(100*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return nil, nil, err
 	}
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(min(c.timeout, 5*time.Minute).Milliseconds()))
 	return cl, adm, nil
+}
+
+// tlsDialer returns the TLS dialler of --tls-ca/--tls-cert/--tls-key, or
+// nil when none is given (plain TCP). The server's certificate is
+// verified against the CA bundle and the host name dialled.
+func (c *cli) tlsDialer() (wireclient.DialFunc, error) {
+	if c.tlsDial != nil {
+		return c.tlsDial, nil
+	}
+	f := c.tlsFiles
+	if f.CA == "" && f.Cert == "" && f.Key == "" {
+		return nil, nil
+	}
+	for _, x := range []struct{ flag, v string }{{"--tls-ca", f.CA}, {"--tls-cert", f.Cert}, {"--tls-key", f.Key}} {
+		if x.v == "" {
+			return nil, usageErr("%s is required with the other --tls-* flags", x.flag)
+		}
+	}
+	r, err := tlsconfig.NewReloader(f, tlsconfig.Options{})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	c.tlsDial = r.Dialer(&net.Dialer{}, nil)
+	return c.tlsDial, nil
 }
 
 func (c *cli) context() (context.Context, context.CancelFunc) {

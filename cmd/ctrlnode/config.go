@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/ctrlquorum/ctrlquorum/server"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
 
 // A node's configuration is a set of settings, each with one key. A key
@@ -53,9 +56,9 @@ var settings = []setting{
 	{"zookeeper.mirror", "", "mirror the committed image to Kafka's znodes in this ZooKeeper (host:port[,…][/chroot]) while this voter is active (empty: none)", "ZooKeeperMirror"},
 	{"log.level", "info", "log level: trace, debug, info, warn, error", ""},
 	{"shutdown.timeout", "30s", "how long a SIGTERM waits for the controlled shutdown and the leadership handover", ""},
-	{"tls.cert.file", "", "reserved: TLS certificate file (not supported yet; setting it is refused)", ""},
-	{"tls.key.file", "", "reserved: TLS key file (not supported yet; setting it is refused)", ""},
-	{"tls.ca.file", "", "reserved: TLS CA file (not supported yet; setting it is refused)", ""},
+	{"tls.cert.file", "", "PEM certificate of this node (naming voter node.id and/or broker broker.id; see `ctrlnode certs`): with tls.key.file and tls.ca.file, raft, the listener, the broker agent and every connection between nodes run over mutual TLS; SIGHUP reloads the three files (empty: plain TCP)", "TLS"},
+	{"tls.key.file", "", "PEM private key of tls.cert.file", ""},
+	{"tls.ca.file", "", "PEM bundle of the CA certificates peers' and clients' certificates must chain to", ""},
 }
 
 func settingByKey(k string) (setting, bool) {
@@ -237,6 +240,8 @@ type nodeConfig struct {
 	server.Config
 	LogLevel        string
 	ShutdownTimeout time.Duration
+	// TLSFiles are the tls.*.file settings, all empty without TLS.
+	TLSFiles tlsconfig.Files
 }
 
 func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
@@ -245,9 +250,12 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 	bad := func(key, format string, args ...any) error {
 		return cfgErr("%s: %s", ns.describe(key), fmt.Sprintf(format, args...))
 	}
-	for _, k := range []string{"tls.cert.file", "tls.key.file", "tls.ca.file"} {
-		if ns.get(k) != "" {
-			return nc, bad(k, "TLS is not supported yet; the setting is reserved")
+	nc.TLSFiles = tlsconfig.Files{CA: ns.get("tls.ca.file"), Cert: ns.get("tls.cert.file"), Key: ns.get("tls.key.file")}
+	if f := nc.TLSFiles; f.CA != "" || f.Cert != "" || f.Key != "" {
+		for _, k := range []string{"tls.ca.file", "tls.cert.file", "tls.key.file"} {
+			if ns.get(k) == "" {
+				return nc, bad(k, "required with the other tls.*.file settings (set all three, or none for plain TCP)")
+			}
 		}
 	}
 	for _, role := range strings.Split(ns.get("roles"), ",") {
@@ -375,6 +383,14 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 			c.ListenerAdvertise = l
 		}
 	}
+	if nc.TLSFiles.Cert != "" {
+		// Loaded here so that unreadable files or a certificate naming
+		// another node are refused with the other settings; run loads
+		// them again with its logger.
+		if c.TLS, err = newNodeReloader(nc.TLSFiles, c, nil); err != nil {
+			return nc, bad("tls.cert.file", "%v", err)
+		}
+	}
 	if err := c.Validate(); err != nil {
 		var fe *server.FieldError
 		if errors.As(err, &fe) {
@@ -383,6 +399,28 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 		return nc, err
 	}
 	return nc, nil
+}
+
+// newNodeReloader loads a node's TLS files, requiring the certificate to
+// name the node's voter id (voter role) and broker id (broker role) at
+// every load, so a reload cannot swap in another node's certificate.
+func newNodeReloader(files tlsconfig.Files, c *server.Config, logger hclog.Logger) (*tlsconfig.Reloader, error) {
+	voter, broker := c.Voter, c.Broker
+	nodeID, brokerID := c.NodeID, c.BrokerID
+	expect := func(id tlsconfig.Identity) error {
+		if voter {
+			if err := tlsconfig.Voters(nodeID)(id); err != nil {
+				return err
+			}
+		}
+		if broker {
+			if err := tlsconfig.Broker(brokerID)(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return tlsconfig.NewReloader(files, tlsconfig.Options{Logger: logger, Expect: expect})
 }
 
 // fieldSetting names the setting behind a server.Config field.

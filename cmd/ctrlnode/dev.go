@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/server"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
 
 // Dev mode's fixed layout. Ports are offsets from --port (default 19092),
@@ -68,6 +70,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	session := fs.Duration("session-timeout", 9*time.Second, "broker session timeout")
 	pprof := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the voters' HTTP endpoints")
 	zkMirror := fs.String("zookeeper-mirror", "", "mirror the image to Kafka's znodes in this ZooKeeper (host:port[/chroot]) from the active voter")
+	useTLS := fs.Bool("tls", false, "run everything over mutual TLS, with certificates made by `ctrlnode certs` in <data>/tls (made on the first --tls start, kept after)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: ctrlnode dev [flags]")
 		fmt.Fprint(fs.Output(), `
@@ -110,6 +113,15 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 		fmt.Fprintf(stdout, "note: %s holds data of the older dev layout (voter-1..3); it is left alone and not used\n", *dataDir)
 	}
 
+	var certs *devCerts
+	if *useTLS {
+		var err error
+		if certs, err = devTLS(filepath.Join(*dataDir, "tls"), *host, logger, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "ctrlnode dev: --tls: %v\n", err)
+			return 1
+		}
+	}
+
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)
@@ -132,7 +144,7 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 		s, err := server.Start(server.Config{
 			NodeID: vp.ID, Voter: true, RaftAddr: vp.Raft, Listener: vp.Listener, ListenerAdvertise: vp.Listener,
 			Voters: lay.voters(), DataDir: dir, SessionTimeout: *session, HTTPAddr: lay.http(i), Pprof: *pprof, ZooKeeperMirror: *zkMirror,
-			Logger: logger,
+			Logger: logger, TLS: certs.voter(vp.ID),
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "ctrlnode dev: voter %d: %v\n", vp.ID, err)
@@ -151,6 +163,7 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 		s, err := server.Start(server.Config{
 			NodeID: id, Broker: true, BrokerID: id, BrokerListener: lay.broker(i), Voters: lay.voters(),
 			SessionTimeout: *session, HeartbeatInterval: hb, Logger: logger.Named(fmt.Sprintf("broker-%d", id)),
+			TLS: certs.broker(id),
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "ctrlnode dev: broker %d: %v\n", id, err)
@@ -174,6 +187,12 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 	flagBoot := ""
 	if *port != devDefaultPort || *host != "127.0.0.1" {
 		flagBoot = " --bootstrap " + boot
+	}
+	if certs != nil {
+		fmt.Fprintf(stdout, "TLS: every connection is mutual TLS; the CA is %s and the admin client certificate %s (key %s)\n",
+			certs.client.CA, certs.client.Cert, certs.client.Key)
+		fmt.Fprintln(stdout, "admin commands need it: add --tls-ca, --tls-cert and --tls-key, as below")
+		flagBoot += fmt.Sprintf(" --tls-ca %s --tls-cert %s --tls-key %s", certs.client.CA, certs.client.Cert, certs.client.Key)
 	}
 	fmt.Fprintln(stdout, "try:")
 	fmt.Fprintf(stdout, "  ctrlnode topics create%s --topic demo --partitions 6 --replication-factor 3\n", flagBoot)
@@ -260,4 +279,72 @@ func simulateReplication(ctx context.Context, a *broker.Agent, every time.Durati
 			cancel()
 		}
 	}
+}
+
+// devCerts are dev mode's certificates, nil without --tls.
+type devCerts struct {
+	voters  map[int32]*tlsconfig.Reloader
+	brokers map[int32]*tlsconfig.Reloader
+	client  tlsconfig.Files
+}
+
+func (d *devCerts) voter(id int32) *tlsconfig.Reloader {
+	if d == nil {
+		return nil
+	}
+	return d.voters[id]
+}
+
+func (d *devCerts) broker(id int32) *tlsconfig.Reloader {
+	if d == nil {
+		return nil
+	}
+	return d.brokers[id]
+}
+
+// devTLS loads dev mode's certificates from dir, making them with the
+// certs command first when dir holds no CA yet.
+func devTLS(dir, host string, logger hclog.Logger, stdout, stderr io.Writer) (*devCerts, error) {
+	if !exists(filepath.Join(dir, "ca.crt")) {
+		var voters, brokers []string
+		for i := 0; i < devVoters; i++ {
+			voters = append(voters, strconv.Itoa(devFirstVoterID+i))
+		}
+		for i := 0; i < devBrokers; i++ {
+			brokers = append(brokers, strconv.Itoa(i+1))
+		}
+		hosts := "127.0.0.1,localhost"
+		if host != "127.0.0.1" {
+			hosts = host + "," + hosts
+		}
+		args := []string{"--out", dir, "--voters", strings.Join(voters, ","), "--brokers", strings.Join(brokers, ","),
+			"--clients", "admin", "--hosts", hosts}
+		if code := runCerts(args, stdout, stderr); code != exitOK {
+			return nil, fmt.Errorf("making certificates in %s failed", dir)
+		}
+	}
+	files := func(name string) tlsconfig.Files {
+		return tlsconfig.Files{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key")}
+	}
+	d := &devCerts{voters: map[int32]*tlsconfig.Reloader{}, brokers: map[int32]*tlsconfig.Reloader{}, client: files("client-admin")}
+	for i := 0; i < devVoters; i++ {
+		id := int32(devFirstVoterID + i)
+		r, err := tlsconfig.NewReloader(files(fmt.Sprintf("voter-%d", id)), tlsconfig.Options{Logger: logger.With("voter", id), Expect: tlsconfig.Voters(id)})
+		if err != nil {
+			return nil, fmt.Errorf("%w (delete %s to make new certificates)", err, dir)
+		}
+		d.voters[id] = r
+	}
+	for i := 0; i < devBrokers; i++ {
+		id := int32(i + 1)
+		r, err := tlsconfig.NewReloader(files(fmt.Sprintf("broker-%d", id)), tlsconfig.Options{Logger: logger.With("broker", id), Expect: tlsconfig.Broker(id)})
+		if err != nil {
+			return nil, fmt.Errorf("%w (delete %s to make new certificates)", err, dir)
+		}
+		d.brokers[id] = r
+	}
+	if !exists(d.client.Cert) || !exists(d.client.Key) {
+		return nil, fmt.Errorf("%s has no admin client certificate (delete the folder to make new certificates)", dir)
+	}
+	return d, nil
 }

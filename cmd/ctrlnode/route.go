@@ -42,7 +42,15 @@ func (c *cli) seeds() ([]string, error) {
 }
 
 func (c *cli) dial(ctx context.Context, addr string) (*wireclient.Conn, error) {
-	return wireclient.Dial(ctx, addr, wireclient.Options{ClientID: "ctrlnode-admin", DialTimeout: min(c.timeout, 10*time.Second)})
+	opts := wireclient.Options{ClientID: "ctrlnode-admin", DialTimeout: min(c.timeout, 10*time.Second)}
+	dial, err := c.tlsDialer()
+	if err != nil {
+		return nil, err
+	}
+	if dial != nil {
+		return wireclient.DialWith(ctx, addr, opts, dial)
+	}
+	return wireclient.Dial(ctx, addr, opts)
 }
 
 // ask sends req on conn at the highest version both know.

@@ -72,6 +72,12 @@ Settings:`)
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "ctrlnode", Level: hclog.LevelFromString(nc.LogLevel), Output: stderr})
 	nc.Config.Logger = logger
+	if nc.TLSFiles.Cert != "" {
+		if nc.Config.TLS, err = newNodeReloader(nc.TLSFiles, &nc.Config, logger); err != nil {
+			fmt.Fprintf(stderr, "ctrlnode run: invalid config: %s: %v\n", ns.describe("tls.cert.file"), err)
+			return 2
+		}
+	}
 
 	// Signals are caught before anything starts so that one arriving
 	// during start-up still stops the node gracefully.
@@ -104,12 +110,32 @@ Settings:`)
 		fmt.Fprintf(stdout, "  http      http://%s/metrics\n", s.HTTP.Addr())
 	}
 
+	if nc.Config.TLS != nil {
+		fmt.Fprintf(stdout, "  tls       %s (CA %s); SIGHUP reloads\n", nc.TLSFiles.Cert, nc.TLSFiles.CA)
+	}
+
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if s.Node != nil {
 		go reportLeadership(ctx, s, stdout)
 	}
-	sig := <-sigs
+	hups := make(chan os.Signal, 1)
+	if nc.Config.TLS != nil {
+		signal.Notify(hups, syscall.SIGHUP)
+		defer signal.Stop(hups)
+	}
+	var sig os.Signal
+	for sig == nil {
+		select {
+		case <-hups:
+			if err := s.ReloadTLS(); err != nil {
+				logger.Error("SIGHUP: TLS reload failed; the certificate loaded before stays in use", "error", err)
+			} else {
+				logger.Info("SIGHUP: TLS certificate reloaded", "cert", nc.TLSFiles.Cert, "not_after", nc.Config.TLS.Leaf().NotAfter.UTC().Format(time.RFC3339))
+			}
+		case sig = <-sigs:
+		}
+	}
 	fmt.Fprintf(stdout, "ctrlnode run: %v: stopping gracefully\n", sig)
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), nc.ShutdownTimeout)
 	defer stopCancel()

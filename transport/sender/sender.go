@@ -96,6 +96,10 @@ type Config struct {
 	DialTimeout time.Duration
 	// RequestTimeout bounds one request and its response. Default 30 s.
 	RequestTimeout time.Duration
+	// Dial, if set, returns how to open a connection to a broker: a TLS
+	// dialler that presents this controller's certificate and expects the
+	// broker's. Nil, or a nil DialFunc, is plain TCP.
+	Dial func(broker int32) wireclient.DialFunc
 }
 
 func (c *Config) setDefaults() {
@@ -609,7 +613,17 @@ func (b *brokerSender) connect() (*wireclient.Conn, outcome) {
 	if b.conn != nil {
 		return b.conn, outDelivered
 	}
-	conn, err := wireclient.Dial(b.p.ctx, addr, wireclient.Options{DialTimeout: b.p.cfg.DialTimeout})
+	var dial wireclient.DialFunc
+	if b.p.cfg.Dial != nil {
+		dial = b.p.cfg.Dial(b.id)
+	}
+	var conn *wireclient.Conn
+	var err error
+	if dial != nil {
+		conn, err = wireclient.DialWith(b.p.ctx, addr, wireclient.Options{DialTimeout: b.p.cfg.DialTimeout}, dial)
+	} else {
+		conn, err = wireclient.Dial(b.p.ctx, addr, wireclient.Options{DialTimeout: b.p.cfg.DialTimeout})
+	}
 	if err != nil {
 		if b.p.ctx.Err() != nil {
 			return nil, outClosed

@@ -1,0 +1,56 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
+)
+
+// Controller identity. On a TLS connection, the control requests —
+// LeaderAndIsr, UpdateMetadata, StopReplica — are served only when the
+// client's verified certificate names a configured voter (a
+// ctrlquorum://voter/<id> URI SAN; Config.Voters, or any voter when it is
+// empty). Otherwise the request is refused as a whole with
+// CLUSTER_AUTHORIZATION_FAILED and a log line, before fencing or the Host
+// see it, and nothing is recorded in the control log. A plain connection
+// is not checked.
+
+// authorizeControl returns the refusal to send for a control request the
+// connection may not make, or nil to serve it.
+func (a *Agent) authorizeControl(c *kafkawire.Conn, req kmsg.Request) kmsg.Response {
+	if c == nil || c.TLS == nil {
+		return nil
+	}
+	switch req.(type) {
+	case *kmsg.LeaderAndISRRequest, *kmsg.UpdateMetadataRequest, *kmsg.StopReplicaRequest:
+	default:
+		return nil
+	}
+	id, err := tlsconfig.PeerIdentity(c.TLS)
+	if err == nil {
+		if err = a.voterCheck()(id); err == nil {
+			return nil
+		}
+	}
+	remote := ""
+	if c.Remote != nil {
+		remote = c.Remote.String()
+	}
+	a.log.Warn("refused a control request: the client certificate names no configured voter",
+		"api", kmsg.NameForKey(req.Key()), "certificate", id.String(), "reason", err, "remote", remote)
+	code := kerr.ClusterAuthorizationFailed.Code
+	switch r := req.ResponseKind().(type) {
+	case *kmsg.LeaderAndISRResponse:
+		r.ErrorCode = code
+		return r
+	case *kmsg.UpdateMetadataResponse:
+		r.ErrorCode = code
+		return r
+	case *kmsg.StopReplicaResponse:
+		r.ErrorCode = code
+		return r
+	}
+	return nil
+}
