@@ -1,13 +1,16 @@
 package jepsen
 
 import (
+	"bufio"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,22 +24,44 @@ import (
 
 // The run's flags: go test ./integration/jepsen -run TestJepsen -args
 // -duration=5m -seed=42 -nemesis=kill,partition (what `make jepsen` does).
+// Plain `go test` (and `make test`) runs the short default.
 var (
-	flagDuration = flag.Duration("duration", time.Minute, "how long the workload and the nemesis run")
+	flagDuration = flag.Duration("duration", 45*time.Second, "how long the workload and the nemesis run")
 	flagSeed     = flag.Uint64("seed", 0, "the schedule's seed; 0 picks one and prints it")
 	flagNemesis  = flag.String("nemesis", "all", "nemeses, comma-separated: kill, pause, partition-leader, partition-majority-minority, partition-one-way, partition-bridge, broker-crash, heartbeat-flap, or the groups all, none, process, partition, broker")
 	flagReport   = flag.String("report", filepath.Join(os.TempDir(), "ctrlquorum-jepsen"), "folder under which each run writes its report folder")
 )
 
-// TestJepsen is the jepsen-style run. It draws the schedule from the flags
-// (a bad flag fails here), then needs a ctrlnode binary with the `run`
-// command to start its processes.
+// A run as root happens inside a network namespace: the test binary
+// starts itself again there (ip netns exec) with these set, and that copy
+// runs the processes, the workload, the nemesis and the checkers.
+const (
+	envNetns = "CTRLQUORUM_JEPSEN_NETNS"
+	envBin   = "CTRLQUORUM_JEPSEN_CTRLNODE"
+)
+
+// The workload: concurrent clients, each call bounded.
+const (
+	numWorkers = 4
+	opTimeout  = 6 * time.Second
+)
+
+// TestJepsen is the jepsen-style run (README.md in this folder). It draws
+// the schedule from the flags (a bad flag fails here) and builds ctrlnode.
+// As root it creates a network namespace and runs in it, so the partition
+// nemeses can cut 127.0.0.1–3 apart; otherwise it runs on the host's
+// loopback without them, and says so.
 func TestJepsen(t *testing.T) {
-	cfg, err := NewConfig(*flagDuration, *flagSeed, *flagNemesis, nemesis.Available())
+	inside := os.Getenv(envNetns)
+	netErr := nemesis.Available()
+	cfg, err := NewConfig(*flagDuration, *flagSeed, *flagNemesis, netErr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("seed %d (replay with: make jepsen SEED=%d DURATION=%s NEMESIS=%s), reports under %s", cfg.Seed, cfg.Seed, cfg.Duration, cfg.Nemesis, *flagReport)
+	cfg = withSoloBrokers(cfg)
+	if inside == "" {
+		t.Logf("seed %d (replay with: make jepsen SEED=%d DURATION=%s NEMESIS=%s), reports under %s", cfg.Seed, cfg.Seed, cfg.Duration, cfg.Nemesis, *flagReport)
+	}
 	for _, s := range cfg.Skipped {
 		t.Log(s)
 	}
@@ -44,17 +69,125 @@ func TestJepsen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range schedule {
-		t.Log(f)
+	if inside == "" {
+		for _, f := range schedule {
+			t.Log(f)
+		}
 	}
 	if testing.Short() {
 		t.Skip("skipping: builds and runs the ctrlnode binary")
 	}
-	bin := buildCtrlnode(t)
-	if err := ProbeRun(bin); err != nil {
+	rs := runSettings{reportBase: *flagReport, workers: numWorkers, opTimeout: opTimeout, bin: os.Getenv(envBin)}
+	if rs.bin == "" {
+		rs.bin = buildCtrlnode(t)
+	}
+	if err := ProbeRun(rs.bin); err != nil {
 		t.Skipf("skipping: %v; the run starts every voter and broker agent with it", err)
 	}
-	t.Skip("skipping: `ctrlnode run` is available but the process runner (start voters and agents, workload, sampling) is not in this tree yet; the schedule above is what it will apply")
+
+	switch {
+	case inside != "":
+		if err := inNamespace(inside); err != nil {
+			t.Fatal(err)
+		}
+		rs.ns = &nemesis.Namespace{Name: inside}
+		runJepsen(t, cfg, schedule, rs)
+	case netErr != nil:
+		runJepsen(t, cfg, schedule, rs)
+	default:
+		ns, err := nemesis.Create()
+		if err != nil {
+			// Root, but no namespace here (a container without the
+			// capability): run on the loopback without partitions.
+			cfg, _ = NewConfig(cfg.Duration, cfg.Seed, cfg.Nemesis, fmt.Errorf("cannot create a network namespace: %w", err))
+			cfg = withSoloBrokers(cfg)
+			for _, s := range cfg.Skipped {
+				t.Log(s)
+			}
+			if schedule, err = cfg.Schedule(); err != nil {
+				t.Fatal(err)
+			}
+			runJepsen(t, cfg, schedule, rs)
+			return
+		}
+		t.Cleanup(func() {
+			if err := ns.Close(); err != nil {
+				t.Errorf("deleting network namespace %s: %v", ns.Name, err)
+			}
+		})
+		runInNamespace(t, ns, cfg, rs.bin)
+	}
+}
+
+// withSoloBrokers aims the broker nemeses at the broker-only processes
+// (brokers 4–6): brokers 1–3 share their process with a voter, and the
+// process nemeses already kill and stop those.
+func withSoloBrokers(c Config) Config {
+	c.Brokers = nil
+	for h := 1; h <= c.Voters; h++ {
+		c.Brokers = append(c.Brokers, int(soloBroker(h)))
+	}
+	return c
+}
+
+// inNamespace checks that this process runs in the named namespace, so
+// that no rule of the run can land on the host.
+func inNamespace(name string) error {
+	self, err := os.Stat("/proc/self/ns/net")
+	if err != nil {
+		return err
+	}
+	ns, err := os.Stat(filepath.Join("/run/netns", name))
+	if err != nil {
+		return fmt.Errorf("%s=%s: %w", envNetns, name, err)
+	}
+	if !os.SameFile(self, ns) {
+		return fmt.Errorf("%s=%s but this process is not in that network namespace", envNetns, name)
+	}
+	return nil
+}
+
+// runInNamespace runs TestJepsen again inside ns, with the same settings,
+// passing its output on line by line.
+func runInNamespace(t *testing.T, ns *nemesis.Namespace, cfg Config, bin string) {
+	timeout := "0"
+	if d, ok := t.Deadline(); ok {
+		timeout = max(time.Until(d)-30*time.Second, time.Minute).String()
+	}
+	cmd := ns.Command(os.Args[0], "-test.run=^TestJepsen$", "-test.v", "-test.count=1", "-test.timeout="+timeout,
+		"-duration="+cfg.Duration.String(), fmt.Sprintf("-seed=%d", cfg.Seed), "-nemesis="+cfg.Nemesis, "-report="+*flagReport)
+	cmd.Env = append(os.Environ(), envNetns+"="+ns.Name, envBin+"="+bin)
+	cmd.Dir, _ = os.Getwd()
+	// It dies with this process, even killed -9 (and its processes die
+	// with it); the namespace left behind is deleted by the next run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	t.Logf("running inside network namespace %s", ns.Name)
+	p, err := ns.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skip string
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		t.Log("| " + line)
+		if strings.Contains(line, "--- SKIP: TestJepsen") {
+			skip = "the run inside the namespace skipped"
+		}
+	}
+	err = p.Wait()
+	switch {
+	case err != nil:
+		t.Fatalf("the run inside network namespace %s failed: %v (its output is above)", ns.Name, err)
+	case skip != "":
+		t.Skip(skip)
+	}
 }
 
 // buildCtrlnode builds the binary from the tree, with the race detector.

@@ -1,0 +1,297 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/history"
+)
+
+// topicPrefix starts the name of every topic the workload touches.
+const topicPrefix = "jt-"
+
+func ours(name string) bool { return strings.HasPrefix(name, topicPrefix) }
+
+// topicNames is a sliding window of topic names: every Every, Step new
+// names come into use and the oldest Step go out, Width names in use at
+// a time. Clients contend on a few names at once (the interesting case
+// for the checkers) while each name's history stays short enough for the
+// linearizability search.
+type topicNames struct {
+	Start       time.Time
+	Every       time.Duration
+	Width, Step int
+}
+
+func (n topicNames) pick(now time.Time, intN func(int) int) string {
+	slot := 0
+	if d := now.Sub(n.Start); d > 0 {
+		slot = int(d / n.Every)
+	}
+	return fmt.Sprintf("%s%04d", topicPrefix, slot*n.Step+intN(n.Width))
+}
+
+// opMix is how often each kind of call is made, out of the total weight.
+var opMix = []struct {
+	kind   history.Kind
+	weight int
+}{
+	{history.Create, 24}, {history.Delete, 18}, {history.Describe, 24}, {history.List, 6},
+	{history.CreatePartitions, 8}, {history.Elect, 9}, {history.Reassign, 8}, {history.CancelReassign, 3},
+}
+
+func pickKind(intN func(int) int) history.Kind {
+	total := 0
+	for _, m := range opMix {
+		total += m.weight
+	}
+	x := intN(total)
+	for _, m := range opMix {
+		if x < m.weight {
+			return m.kind
+		}
+		x -= m.weight
+	}
+	return opMix[0].kind
+}
+
+// API keys of the mutating calls, for counting their attempts.
+var apiKey = map[history.Kind]int16{
+	history.Create: 19, history.Delete: 20, history.CreatePartitions: 37, history.Elect: 43,
+	history.Reassign: 45, history.CancelReassign: 45,
+}
+
+// worker is one client: one franz-go client, one call at a time.
+type worker struct {
+	id      int
+	cl      *kgo.Client
+	adm     *kadm.Client
+	hook    *attempts
+	rec     *history.Recorder
+	rng     *rand.Rand
+	names   topicNames
+	brokers []int32
+	timeout time.Duration
+}
+
+func newWorker(id int, seeds []string, rec *history.Recorder, seed uint64, names topicNames, brokers []int32, timeout time.Duration) (*worker, error) {
+	hook := &attempts{}
+	cl, err := newClient(seeds, fmt.Sprintf("jepsen-%d", id), hook)
+	if err != nil {
+		return nil, err
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(timeout / time.Millisecond))
+	return &worker{id: id, cl: cl, adm: adm, hook: hook, rec: rec, rng: rand.New(rand.NewPCG(seed, uint64(id))),
+		names: names, brokers: brokers, timeout: timeout}, nil
+}
+
+// run makes calls until stop is closed, with a short random pause between
+// them to pace the history.
+func (w *worker) run(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		w.one()
+		t := time.NewTimer(time.Duration(20+w.rng.IntN(80)) * time.Millisecond)
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *worker) close() { w.cl.Close() }
+
+// finish completes a mutating call from what kadm returned.
+func (w *worker) finish(p *history.Pending, kind history.Kind, res *history.Result, err error) {
+	n, node := w.hook.result()
+	if node != "" {
+		p.SetNode(node)
+	}
+	if ambiguous(kind, n, err) {
+		p.Unknown(fmt.Errorf("%v, answered to write %d of the request: an earlier write may have taken effect", err, n))
+		return
+	}
+	p.Finish(res, err)
+}
+
+var errNoResult = errors.New("the answer has no result for the topic")
+
+func (w *worker) one() {
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	defer cancel()
+	kind := pickKind(w.rng.IntN)
+	topic := w.names.pick(w.rec.Now(), w.rng.IntN)
+	if k, ok := apiKey[kind]; ok {
+		w.hook.watch(k)
+	}
+	switch kind {
+	case history.Create:
+		p, rf := int32(1+w.rng.IntN(3)), int16(1+w.rng.IntN(3))
+		pend := w.rec.Invoke(w.id, kind, topic, history.Args{Partitions: p, ReplicationFactor: rf})
+		resps, err := w.adm.CreateTopics(ctx, p, rf, nil, topic)
+		var res *history.Result
+		if err == nil {
+			r, ok := resps[topic]
+			switch {
+			case !ok:
+				err = errNoResult
+			case r.Err != nil:
+				err = r.Err
+			default:
+				res = &history.Result{TopicID: topicID(r.ID), Partitions: r.NumPartitions}
+			}
+		}
+		w.finish(pend, kind, res, err)
+	case history.Delete:
+		pend := w.rec.Invoke(w.id, kind, topic, history.Args{})
+		resps, err := w.adm.DeleteTopics(ctx, topic)
+		if err == nil {
+			if r, ok := resps[topic]; !ok {
+				err = errNoResult
+			} else {
+				err = r.Err
+			}
+		}
+		w.finish(pend, kind, nil, err)
+	case history.CreatePartitions:
+		set := 2 + w.rng.IntN(4)
+		pend := w.rec.Invoke(w.id, kind, topic, history.Args{Partitions: int32(set)})
+		resps, err := w.adm.UpdatePartitions(ctx, set, topic)
+		if err == nil {
+			if r, ok := resps[topic]; !ok {
+				err = errNoResult
+			} else {
+				err = r.Err
+			}
+		}
+		w.finish(pend, kind, nil, err)
+	case history.Elect:
+		part := int32(w.rng.IntN(3))
+		how, name := kadm.ElectPreferredReplica, "preferred"
+		if w.rng.IntN(4) == 0 {
+			how, name = kadm.ElectLiveReplica, "unclean"
+		}
+		pend := w.rec.Invoke(w.id, kind, topic, history.Args{Partition: part, Election: name})
+		resps, err := w.adm.ElectLeaders(ctx, how, kadm.TopicsSet{topic: {part: {}}})
+		if err == nil {
+			if r, ok := resps[topic][part]; !ok {
+				err = errNoResult
+			} else {
+				err = r.Err
+			}
+		}
+		w.finish(pend, kind, nil, err)
+	case history.Reassign, history.CancelReassign:
+		part := int32(w.rng.IntN(3))
+		var req kadm.AlterPartitionAssignmentsReq
+		args := history.Args{Partition: part}
+		if kind == history.Reassign {
+			perm := w.rng.Perm(len(w.brokers))
+			for _, i := range perm[:1+w.rng.IntN(3)] {
+				args.Replicas = append(args.Replicas, w.brokers[i])
+			}
+			req.Assign(topic, part, args.Replicas)
+		} else {
+			req.CancelAssign(topic, part)
+		}
+		pend := w.rec.Invoke(w.id, kind, topic, args)
+		resps, err := w.adm.AlterPartitionAssignments(ctx, req)
+		if err == nil {
+			if r, ok := resps[topic][part]; !ok {
+				err = errNoResult
+			} else {
+				err = r.Err
+			}
+		}
+		w.finish(pend, kind, nil, err)
+	case history.Describe:
+		pend := w.rec.Invoke(w.id, kind, topic, history.Args{})
+		read(ctx, w.cl, pend, []string{topic}, w.rng.IntN)
+	case history.List:
+		pend := w.rec.Invoke(w.id, kind, "", history.Args{})
+		read(ctx, w.cl, pend, nil, w.rng.IntN)
+	}
+}
+
+// read completes a describe (one topic) or a list (topics nil) with the
+// active controller's answer. No answer is unknown: the checkers leave
+// such reads out.
+func read(ctx context.Context, cl *kgo.Client, pend *history.Pending, topics []string, intN func(int) int) *kmsg.MetadataResponse {
+	resp, ctrl, err := controllerMetadata(ctx, cl, topics, intN)
+	if err != nil {
+		pend.Unknown(err)
+		return nil
+	}
+	pend.SetNode(fmt.Sprintf("voter %d", ctrl))
+	if topics == nil {
+		res := &history.Result{Topics: []history.TopicInfo{}}
+		for _, t := range resp.Topics {
+			if t.Topic != nil && t.ErrorCode == 0 && ours(*t.Topic) {
+				res.Topics = append(res.Topics, history.TopicInfo{Name: *t.Topic, TopicID: topicID(t.TopicID), Partitions: int32(len(t.Partitions))})
+			}
+		}
+		pend.OK(res)
+		return resp
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topics[0] {
+			continue
+		}
+		if t.ErrorCode != 0 {
+			pend.Fail(t.ErrorCode, history.CodeName(t.ErrorCode))
+			return resp
+		}
+		pend.OK(&history.Result{TopicID: topicID(t.TopicID), Partitions: int32(len(t.Partitions))})
+		return resp
+	}
+	pend.Unknown(errNoResult)
+	return resp
+}
+
+// workload runs the workers.
+type workload struct {
+	workers []*worker
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+func startWorkload(workers []*worker) *workload {
+	wl := &workload{workers: workers, stop: make(chan struct{})}
+	for _, w := range workers {
+		wl.wg.Add(1)
+		go func() {
+			defer wl.wg.Done()
+			w.run(wl.stop)
+		}()
+	}
+	return wl
+}
+
+// halt stops the workers once their calls in flight have ended (each is
+// bounded by its timeout) and closes their clients.
+func (wl *workload) halt() {
+	wl.once.Do(func() {
+		close(wl.stop)
+		wl.wg.Wait()
+		for _, w := range wl.workers {
+			w.close()
+		}
+	})
+}
