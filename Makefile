@@ -58,7 +58,7 @@ clean:
 
 ## jepsen: the jepsen-style run against the built binary; DURATION, SEED (0: random, printed),
 ## NEMESIS (all, none, process, partition, broker or a list of kinds), JEPSEN_REPORT (report folders)
-DURATION      ?= 5m
+DURATION      ?= 30m
 SEED          ?= 0
 NEMESIS       ?= all
 JEPSEN_REPORT ?= $(or $(TMPDIR),/tmp)/ctrlquorum-jepsen
