@@ -39,6 +39,12 @@ func applyRecord(im store, idx uint64, r rl.Record) error {
 		return applyBeginDeleteTopic(im, rec)
 	case *rl.RemoveTopic:
 		return applyRemoveTopic(im, rec)
+	case *rl.ScramCredential:
+		return applyScramCredential(im, rec)
+	case *rl.DeleteScramCredential:
+		return applyDeleteScramCredential(im, rec)
+	case *rl.AclChange:
+		return applyAclChange(im, rec)
 	}
 	// The codec only produces the types above; a new type added there
 	// without an apply function must not be skipped silently.

@@ -15,4 +15,7 @@ var (
 	ErrTopicDeleting        = errors.New("topic is being deleted")
 	ErrInvalidTransition    = errors.New("invalid state transition")
 	ErrInvalidRecord        = errors.New("invalid record")
+	ErrUnknownCredential    = errors.New("unknown SCRAM credential")
+	ErrUnknownRule          = errors.New("unknown ACL rule")
+	ErrRuleExists           = errors.New("ACL rule already exists")
 )

@@ -133,6 +133,7 @@ type Image struct {
 	partitions      int // existing partitions over all topics
 	appliedIndex    uint64
 	snapGen         uint64
+	sec             *Security
 }
 
 func newImage() *Image {
@@ -141,6 +142,7 @@ func newImage() *Image {
 		brokers:        map[int32]*Broker{},
 		topics:         map[raftlog.TopicID]*Topic{},
 		byName:         map[string]raftlog.TopicID{},
+		sec:            emptySecurity,
 	}
 }
 

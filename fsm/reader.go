@@ -24,6 +24,8 @@ type Reader interface {
 	// image's own slice wherever the Txn staged nothing for the topic.
 	EachPartition(id rl.TopicID, fn func(p int32, part *Partition) bool)
 	NumPartitions() int
+	// Security returns the credentials and authorization rules.
+	Security() *Security
 }
 
 var (

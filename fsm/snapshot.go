@@ -97,14 +97,15 @@ func decodeSnapshot(data []byte) (*Image, error) {
 	if !bytes.Equal(data[:len(snapshotMagic)], []byte(snapshotMagic)) {
 		return nil, fmt.Errorf("snapshot does not start with %q", snapshotMagic)
 	}
-	if v := data[len(snapshotMagic)]; v != snapshotFormatVersion {
-		return nil, fmt.Errorf("snapshot format %d, this binary reads %d", v, snapshotFormatVersion)
+	version := data[len(snapshotMagic)]
+	if version < 1 || version > snapshotFormatVersion {
+		return nil, fmt.Errorf("snapshot format %d, this binary reads 1..%d", version, snapshotFormatVersion)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return nil, fmt.Errorf("%w: computed %08x, trailer says %08x", errSnapshotChecksum, got, sum)
 	}
-	r := &reader{b: body, pos: len(snapshotMagic) + 1}
+	r := &reader{b: body, pos: len(snapshotMagic) + 1, version: version}
 	applied := r.uvarint("applied index")
 	im, err := readBody(r)
 	if err != nil {

@@ -20,6 +20,8 @@ import (
 //	         topic count | partition slots in all
 //	         per topic: length-prefixed msgpack topic header,
 //	                    then its partitions in the compact form below
+//	         (format 2 on) SCRAM credential count | credentials (msgpack each)
+//	         ACL rule count | rules (msgpack each)
 //	trailer: CRC-32C of header and body (4 bytes, big endian)
 //
 // Partitions use a hand-rolled varint form rather than msgpack: they are
@@ -28,7 +30,7 @@ import (
 // is canonical: brokers sorted by id, topics by id, partitions by number.
 const (
 	snapshotMagic         = "CQSNAP"
-	snapshotFormatVersion = 1
+	snapshotFormatVersion = 2
 	// maxEntryBytes bounds one length-prefixed broker or topic header.
 	maxEntryBytes = 16 << 20
 )
@@ -69,6 +71,7 @@ type frozenImage struct {
 	controllerNode  int32
 	brokers         []*Broker
 	topics          []*Topic
+	sec             *Security
 }
 
 // freeze must run under the write lock: it starts a new snapshot
@@ -81,6 +84,7 @@ func (im *Image) freeze() *frozenImage {
 		controllerNode:  im.controllerNode,
 		brokers:         make([]*Broker, 0, len(im.brokers)),
 		topics:          make([]*Topic, 0, len(im.topics)),
+		sec:             im.sec,
 	}
 	for _, b := range im.brokers {
 		fr.brokers = append(fr.brokers, b)
@@ -166,6 +170,7 @@ func (fr *frozenImage) writeBody(w io.Writer) error {
 		}
 		c.flushIfFull()
 	}
+	writeSecurity(c, fr.sec)
 	c.flush()
 	return c.err
 }
@@ -200,6 +205,8 @@ type reader struct {
 	err    error
 	ints   []int32
 	states []rl.ReplicaState
+	// version is the snapshot's format version: 1 has no security section.
+	version byte
 }
 
 const arenaSize = 64 << 10
@@ -382,6 +389,9 @@ func readBody(r *reader) (*Image, error) {
 	}
 	if r.err == nil && seen != slots {
 		r.fail("header counts %d partitions, topics hold %d", slots, seen)
+	}
+	if r.err == nil && r.version >= 2 {
+		im.sec = readSecurity(r)
 	}
 	if r.err != nil {
 		return nil, r.err

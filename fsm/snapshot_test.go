@@ -29,6 +29,8 @@ func richFSM(t testing.TB) *testFSM {
 	tf.mustCommit(&rl.PartitionStateChange{TopicID: other, State: rl.OfflinePartition, Partitions: []int32{3, 4}},
 		&rl.PartitionStateChange{TopicID: other, State: rl.NonExistentPartition, Partitions: []int32{4}},
 		&rl.BeginDeleteTopic{TopicID: other})
+	tf.mustCommit(scramRecord("bob", rl.ScramSHA512), scramRecord("alice", rl.ScramSHA256), scramRecord("alice", rl.ScramSHA512))
+	tf.mustCommit(&rl.AclChange{Add: []rl.AclRule{rule("User:bob", rl.OpCreate), rule("User:alice", rl.OpDescribe)}})
 	return tf
 }
 
@@ -53,6 +55,9 @@ func TestSnapshotRestoreSameHash(t *testing.T) {
 		}
 		if r := im.TopicByName("t").Reassignments[0]; len(r.Adding) != 1 {
 			t.Fatalf("reassignment lost: %+v", r)
+		}
+		if sec := im.Security(); len(sec.ScramCredentials("alice")) != 2 || len(sec.Rules()) != 2 {
+			t.Fatalf("security lost: %d alice credentials, %d rules", len(sec.ScramCredentials("alice")), len(sec.Rules()))
 		}
 	})
 	// The restored image keeps accepting the same log as the source.

@@ -29,6 +29,10 @@ type store interface {
 	controller() (epoch, node int32)
 	setController(epoch, node int32)
 	addPartitionCount(delta int)
+	// security returns the current credentials and rules; setSecurity
+	// installs a new set (a Security is never changed in place).
+	security() *Security
+	setSecurity(s *Security)
 }
 
 func (im *Image) topic(id rl.TopicID) *Topic                { return im.topics[id] }

@@ -35,6 +35,7 @@ type Txn struct {
 	ctrlSet bool
 	ctrl    [2]int32
 	delta   int
+	sec     *Security // nil: the base's
 	records []rl.Record
 }
 
@@ -86,6 +87,7 @@ func (tx *Txn) absorb(c *Txn) {
 		// The common case of one big event: take its maps as they are.
 		tx.topics, tx.names, tx.brokers, tx.parts, tx.slots, tx.touched = c.topics, c.names, c.brokers, c.parts, c.slots, c.touched
 		tx.ctrlSet, tx.ctrl, tx.delta = c.ctrlSet, c.ctrl, c.delta
+		tx.sec = c.sec
 		tx.records = append(tx.records, c.records...)
 		return
 	}
@@ -111,6 +113,9 @@ func (tx *Txn) absorb(c *Txn) {
 		tx.ctrlSet, tx.ctrl = true, c.ctrl
 	}
 	tx.delta += c.delta
+	if c.sec != nil {
+		tx.sec = c.sec
+	}
 	tx.records = append(tx.records, c.records...)
 }
 
@@ -119,7 +124,7 @@ func (tx *Txn) Empty() bool { return tx.isEmpty() }
 
 func (tx *Txn) isEmpty() bool {
 	return len(tx.topics) == 0 && len(tx.names) == 0 && len(tx.brokers) == 0 && len(tx.parts) == 0 && len(tx.touched) == 0 &&
-		len(tx.slots) == 0 && !tx.ctrlSet && tx.delta == 0
+		len(tx.slots) == 0 && !tx.ctrlSet && tx.delta == 0 && tx.sec == nil
 }
 
 // Records returns the staged records in the order they were applied.

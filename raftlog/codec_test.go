@@ -32,6 +32,13 @@ func sampleRecords() []Record {
 		&PartitionStateChange{TopicID: tid, State: OnlinePartition, Partitions: []int32{0, 1, 2}},
 		&BeginDeleteTopic{TopicID: tid},
 		&RemoveTopic{TopicID: tid},
+		&ScramCredential{User: "alice", Mechanism: ScramSHA256, Iterations: 4096, Salt: []byte("salt"),
+			StoredKey: bytes.Repeat([]byte{1}, 32), ServerKey: bytes.Repeat([]byte{2}, 32)},
+		&DeleteScramCredential{User: "alice", Mechanism: ScramSHA512},
+		&AclChange{Add: []AclRule{{Principal: "User:alice", Host: "*", ResourceType: ResourceTopic, ResourceName: "orders",
+			PatternType: PatternPrefixed, Operation: OpCreate, Permission: PermissionAllow}},
+			Remove: []AclRule{{Principal: "User:bob", Host: "*", ResourceType: ResourceCluster, ResourceName: ClusterResourceName,
+				PatternType: PatternLiteral, Operation: OpAlter, Permission: PermissionDeny}}},
 	}
 }
 

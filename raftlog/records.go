@@ -22,6 +22,10 @@ const (
 	TypePartitionState   RecordType = 12
 	TypeBeginDeleteTopic RecordType = 13
 	TypeRemoveTopic      RecordType = 14
+
+	TypeScramCredential       RecordType = 15
+	TypeDeleteScramCredential RecordType = 16
+	TypeAclChange             RecordType = 17
 )
 
 var recordTypeNames = map[RecordType]string{
@@ -39,6 +43,10 @@ var recordTypeNames = map[RecordType]string{
 	TypePartitionState:   "PartitionState",
 	TypeBeginDeleteTopic: "BeginDeleteTopic",
 	TypeRemoveTopic:      "RemoveTopic",
+
+	TypeScramCredential:       "ScramCredential",
+	TypeDeleteScramCredential: "DeleteScramCredential",
+	TypeAclChange:             "AclChange",
 }
 
 func (t RecordType) String() string {
@@ -206,6 +214,10 @@ func (*PartitionStateChange) Type() RecordType { return TypePartitionState }
 func (*BeginDeleteTopic) Type() RecordType     { return TypeBeginDeleteTopic }
 func (*RemoveTopic) Type() RecordType          { return TypeRemoveTopic }
 
+func (*ScramCredential) Type() RecordType       { return TypeScramCredential }
+func (*DeleteScramCredential) Type() RecordType { return TypeDeleteScramCredential }
+func (*AclChange) Type() RecordType             { return TypeAclChange }
+
 // recordVersions is the newest version of each type this binary knows. A
 // record with a higher version is refused.
 var recordVersions = map[RecordType]uint8{
@@ -223,6 +235,10 @@ var recordVersions = map[RecordType]uint8{
 	TypePartitionState:   1,
 	TypeBeginDeleteTopic: 1,
 	TypeRemoveTopic:      1,
+
+	TypeScramCredential:       1,
+	TypeDeleteScramCredential: 1,
+	TypeAclChange:             1,
 }
 
 // newRecord returns a zero record of type t, or nil if t is unknown.
@@ -256,6 +272,12 @@ func newRecord(t RecordType) Record {
 		return &BeginDeleteTopic{}
 	case TypeRemoveTopic:
 		return &RemoveTopic{}
+	case TypeScramCredential:
+		return &ScramCredential{}
+	case TypeDeleteScramCredential:
+		return &DeleteScramCredential{}
+	case TypeAclChange:
+		return &AclChange{}
 	}
 	return nil
 }

@@ -27,7 +27,26 @@ type Conn struct {
 	// TLS is the state of the connection's completed TLS handshake (the
 	// client's verified certificates among it), nil on a plain connection.
 	TLS *tls.ConnectionState
+	// Session is the connection's own state, the same for every request
+	// on it: what the handler learned earlier (who authenticated, say).
+	Session *Session
 }
+
+// Session is state a handler keeps for one connection across its
+// requests. Requests on a connection are handled one at a time, so the
+// handler needs no lock to use it.
+type Session struct {
+	// Value is the handler's own.
+	Value any
+	// closeAfter asks the server to close the connection once the
+	// current response is written.
+	closeAfter string
+}
+
+// CloseAfterResponse makes the server close the connection after sending
+// the response to the current request, logging reason: Kafka's answer to
+// a failed authentication is an error response, then a closed connection.
+func (s *Session) CloseAfterResponse(reason string) { s.closeAfter = reason }
 
 // Handler serves decoded requests. It returns the response to send, or an
 // error to close the connection (for a request that cannot be answered).
@@ -54,6 +73,10 @@ type Config struct {
 	// lowest is always 0 and the highest never above what kmsg knows.
 	// ApiVersions (key 18) is always served.
 	APIs map[int16]int16
+	// MinVersions raises the lowest version served for some keys (0
+	// otherwise): SaslHandshake v0, which switches the connection to raw
+	// SASL tokens, is one a listener may not serve.
+	MinVersions map[int16]int16
 	// MaxFrameBytes bounds a request frame. Default 100 MiB, Kafka's
 	// socket.request.max.bytes.
 	MaxFrameBytes int32
@@ -247,8 +270,9 @@ func (s *Server) serveConn(c net.Conn) {
 	}()
 
 	w := bufio.NewWriterSize(c, 64<<10)
+	session := &Session{}
 	for frame := range frames {
-		resp, err := s.handleFrame(c.RemoteAddr(), state, frame)
+		resp, err := s.handleFrame(c.RemoteAddr(), state, session, frame)
 		if err != nil {
 			log.Warn("closing connection after a bad request", "reason", err)
 			return
@@ -264,6 +288,10 @@ func (s *Server) serveConn(c net.Conn) {
 				log.Warn("closing connection: response not written within the write timeout (the client is not reading)",
 					"write_timeout", s.cfg.WriteTimeout, "response_bytes", len(resp))
 			}
+			return
+		}
+		if session.closeAfter != "" {
+			log.Info("closing connection", "reason", session.closeAfter)
 			return
 		}
 		<-slots
@@ -466,7 +494,7 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, frame []byte) ([]byte, error) {
+func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, session *Session, frame []byte) ([]byte, error) {
 	h, body, err := parseHeader(frame)
 	if err != nil {
 		return nil, err
@@ -475,11 +503,11 @@ func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, frame 
 	if !served {
 		return nil, fmt.Errorf("API key %d is not served here", h.key)
 	}
-	if h.version < 0 || h.version > maxV {
+	if h.version < s.cfg.MinVersions[h.key] || h.version > maxV {
 		if h.key == apiVersionsKey {
 			return s.unsupportedAPIVersions(h), nil
 		}
-		return nil, fmt.Errorf("API key %d version %d is not served (0..%d)", h.key, h.version, maxV)
+		return nil, fmt.Errorf("API key %d version %d is not served (%d..%d)", h.key, h.version, s.cfg.MinVersions[h.key], maxV)
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
@@ -495,7 +523,7 @@ func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, frame 
 	if h.key == apiVersionsKey {
 		resp = s.apiVersions(req.(*kmsg.ApiVersionsRequest))
 	} else {
-		resp, err = s.cfg.Handler.Handle(s.ctx, &Conn{Remote: remote, ClientID: h.clientID, Version: h.version, TLS: state}, req)
+		resp, err = s.cfg.Handler.Handle(s.ctx, &Conn{Remote: remote, ClientID: h.clientID, Version: h.version, TLS: state, Session: session}, req)
 		if err != nil {
 			return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
 		}
@@ -534,7 +562,7 @@ func (s *Server) versionList() []kmsg.ApiVersionsResponseApiKey {
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: 0, MaxVersion: s.apis[k]})
+		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: s.cfg.MinVersions[k], MaxVersion: s.apis[k]})
 	}
 	return out
 }

@@ -184,6 +184,6 @@ func FuzzHandleFrame(f *testing.F) {
 		c1, c2 := net.Pipe()
 		defer c1.Close()
 		defer c2.Close()
-		_, _ = s.handleFrame(c1.RemoteAddr(), nil, frame)
+		_, _ = s.handleFrame(c1.RemoteAddr(), nil, &Session{}, frame)
 	})
 }

@@ -260,7 +260,7 @@ func (l *Listener) atActive(ctx context.Context, c *kafkawire.Conn, req kmsg.Req
 		case !l.standby():
 			resp = here(ctx)
 		case canForward:
-			resp = l.forward(ctx, req)
+			resp = l.forward(ctx, c, req)
 		default:
 			return here(ctx)
 		}

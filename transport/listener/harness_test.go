@@ -48,6 +48,11 @@ type testCluster struct {
 	brokers   map[int32]*testBroker
 	// tls, when set, runs raft and the listeners over mutual TLS.
 	tls *clusterTLS
+	// security configures the listeners' SASL and authorization;
+	// clientOpts are added to every client the harness makes (a SASL
+	// login for the brokers, say).
+	security   SecurityConfig
+	clientOpts []kgo.Opt
 }
 
 type clusterOpts struct {
@@ -58,6 +63,9 @@ type clusterOpts struct {
 	// tls runs raft, the listeners and every client over mutual TLS with
 	// certificates of a throwaway CA (see tls_test.go).
 	tls bool
+	// security and clientOpts: see testCluster.
+	security   SecurityConfig
+	clientOpts []kgo.Opt
 }
 
 func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
@@ -65,7 +73,8 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 	if opts.session == 0 {
 		opts.session = 6 * time.Second
 	}
-	c := &testCluster{t: t, session: opts.session, steady: opts.steady, brokers: map[int32]*testBroker{}}
+	c := &testCluster{t: t, session: opts.session, steady: opts.steady, brokers: map[int32]*testBroker{},
+		security: opts.security, clientOpts: opts.clientOpts}
 	if opts.tls {
 		c.tls = newClusterTLS(t, []int32{1001, 1002, 1003})
 	}
@@ -138,7 +147,7 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 	}
 	sender.ctl.Store(n.Controller)
 	l, err := New(Config{Listener: ln, Node: n, Peers: c.peers, ClusterID: testClusterID, Logger: testLogger(fmt.Sprintf("listener-%d", c.ids[i])),
-		Dial: c.peerDial(i)})
+		Dial: c.peerDial(i), Security: c.security})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -337,7 +346,7 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // client returns a kgo client seeded with every running voter.
 func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	opts = append(append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(60 * time.Second)}, c.clientTLS()...), opts...)
+	opts = append(append(append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(60 * time.Second)}, c.clientTLS()...), c.clientOpts...), opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		c.t.Fatal(err)

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
@@ -45,6 +47,13 @@ func call(ctx context.Context, addr, clientID string, req kmsg.Request) (kmsg.Re
 
 // callWith is call over a connection from dial (plain TCP when nil).
 func callWith(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, clientID string, req kmsg.Request) (kmsg.Response, error) {
+	return callAuth(ctx, dial, nil, addr, clientID, req)
+}
+
+// callAuth is callWith that first authenticates with mech when it is not
+// nil (SaslHandshake v1, then SaslAuthenticate until the mechanism is
+// done), for listeners that require SASL.
+func callAuth(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), mech kgosasl.Mechanism, addr, clientID string, req kmsg.Request) (kmsg.Response, error) {
 	if dial == nil {
 		var d net.Dialer
 		dial = d.DialContext
@@ -62,12 +71,58 @@ func callWith(ctx context.Context, dial func(ctx context.Context, network, addr 
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 
-	const correlationID = 1
+	r := bufio.NewReader(conn)
+	if mech != nil {
+		if err := authenticate(ctx, conn, r, mech, addr, clientID); err != nil {
+			return nil, fmt.Errorf("SASL %s: %w", mech.Name(), err)
+		}
+	}
+	return roundTrip(conn, r, 1, clientID, req)
+}
+
+func authenticate(ctx context.Context, conn net.Conn, r *bufio.Reader, mech kgosasl.Mechanism, addr, clientID string) error {
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = mech.Name()
+	resp, err := roundTrip(conn, r, 1, clientID, hs)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.(*kmsg.SASLHandshakeResponse).ErrorCode); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	session, msg, err := mech.Authenticate(ctx, host)
+	if err != nil {
+		return err
+	}
+	for corr := int32(2); ; corr++ {
+		ar := kmsg.NewPtrSASLAuthenticateRequest()
+		ar.SetVersion(1)
+		ar.SASLAuthBytes = msg
+		resp, err := roundTrip(conn, r, corr, clientID, ar)
+		if err != nil {
+			return err
+		}
+		a := resp.(*kmsg.SASLAuthenticateResponse)
+		if err := kerr.ErrorForCode(a.ErrorCode); err != nil {
+			return err
+		}
+		done, next, err := session.Challenge(a.SASLAuthBytes)
+		if err != nil || done {
+			return err
+		}
+		msg = next
+	}
+}
+
+// roundTrip writes one request and reads its response.
+func roundTrip(conn net.Conn, r *bufio.Reader, correlationID int32, clientID string, req kmsg.Request) (kmsg.Response, error) {
 	flexible := req.IsFlexible()
 	msg := make([]byte, 4, 256)
 	msg = binary.BigEndian.AppendUint16(msg, uint16(req.Key()))
 	msg = binary.BigEndian.AppendUint16(msg, uint16(req.GetVersion()))
-	msg = binary.BigEndian.AppendUint32(msg, correlationID)
+	msg = binary.BigEndian.AppendUint32(msg, uint32(correlationID))
 	msg = binary.BigEndian.AppendUint16(msg, uint16(len(clientID)))
 	msg = append(msg, clientID...)
 	if flexible {
@@ -79,7 +134,6 @@ func callWith(ctx context.Context, dial func(ctx context.Context, network, addr 
 		return nil, err
 	}
 
-	r := bufio.NewReader(conn)
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
 		return nil, err
@@ -92,10 +146,11 @@ func callWith(ctx context.Context, dial func(ctx context.Context, network, addr 
 	if _, err := io.ReadFull(r, body); err != nil {
 		return nil, err
 	}
-	if binary.BigEndian.Uint32(body) != correlationID {
+	if int32(binary.BigEndian.Uint32(body)) != correlationID {
 		return nil, errors.New("response correlation id mismatch")
 	}
 	body = body[4:]
+	var err error
 	// ApiVersions answers with a v0 response header even when flexible.
 	if flexible && req.Key() != 18 {
 		if body, err = skipTags(body); err != nil {
@@ -132,13 +187,16 @@ func skipTags(b []byte) ([]byte, error) {
 // forward sends a request to the active controller and returns its
 // answer, or nil when there is no active controller to send it to
 // (unknown, this voter, or unreachable).
-func (l *Listener) forward(ctx context.Context, req kmsg.Request) kmsg.Response {
+func (l *Listener) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) kmsg.Response {
 	id := l.activeID()
 	p, ok := l.peers[id]
 	if id < 0 || id == l.self || !ok {
 		return nil
 	}
-	resp, err := callWith(ctx, l.cfg.Dial, p.addr(), fmt.Sprintf("%s/%d", forwardClientID, l.self), req)
+	// The client's principal rides along, for the active voter to
+	// authorize the request as the client (it trusts it only from a
+	// voter's certificate).
+	resp, err := callAuth(ctx, l.cfg.Dial, l.cfg.Security.PeerSASL, p.addr(), fmt.Sprintf("%s/%d/%s", forwardClientID, l.self, l.identify(c).principal), req)
 	if err != nil {
 		l.log.Debug("forwarding to the active controller failed", "api", kmsg.NameForKey(req.Key()), "active", id, "error", err)
 		return nil

@@ -33,6 +33,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
 )
 
 // PeerListener is where clients reach one voter's listener.
@@ -102,6 +104,10 @@ type Config struct {
 	// config changes, DescribeQuorum probes). Default plain TCP; with TLS
 	// listeners, a TLS dialler such as tlsconfig.Reloader.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Security configures client authentication (SASL) and authorization
+	// (see security.go). The zero value is dev mode: no SASL, and no
+	// authorization until a rule is added to the log.
+	Security SecurityConfig
 }
 
 // Listener serves one controller voter over the Kafka protocol.
@@ -117,21 +123,35 @@ type Listener struct {
 
 	warnMu sync.Mutex
 	warned map[string]bool
+
+	superUsers map[string]bool
+	// stop closes with the listener; bootstrapDone when bootstrapUsers
+	// has returned.
+	stop          chan struct{}
+	closeOnce     sync.Once
+	bootstrapDone chan struct{}
 }
 
 // served lists the API keys the listener answers. ApiVersions (18) is
 // answered by kafkawire itself.
 var served = []int16{
 	3,  // Metadata
+	17, // SaslHandshake
 	19, // CreateTopics
 	20, // DeleteTopics
+	29, // DescribeAcls
+	30, // CreateAcls
+	31, // DeleteAcls
 	32, // DescribeConfigs
 	33, // AlterConfigs
 	37, // CreatePartitions
 	43, // ElectLeaders
 	44, // IncrementalAlterConfigs
 	45, // AlterPartitionReassignments
+	36, // SaslAuthenticate
 	46, // ListPartitionReassignments
+	50, // DescribeUserScramCredentials
+	51, // AlterUserScramCredentials
 	55, // DescribeQuorum
 	56, // AlterPartition
 	60, // DescribeCluster
@@ -141,7 +161,8 @@ var served = []int16{
 }
 
 // APIs returns every API key the listener serves with the highest version,
-// which is always the highest kmsg knows: the lowest is 0 for all of them.
+// which is always the highest kmsg knows; the lowest is 0 except for the
+// keys MinVersions names.
 func APIs() map[int16]int16 {
 	out := make(map[int16]int16, len(served)+1)
 	for _, k := range append([]int16{18}, served...) {
@@ -149,6 +170,11 @@ func APIs() map[int16]int16 {
 	}
 	return out
 }
+
+// MinVersions returns the keys served from a version above 0: SaslHandshake
+// v0 switches the connection to raw SASL tokens, which no current client
+// uses, so only v1 (followed by SaslAuthenticate) is served.
+func MinVersions() map[int16]int16 { return map[int16]int16{17: 1} }
 
 // New starts serving. The node must be started; the listener does not stop
 // it on Close. A Config.Listener passed in belongs to the Listener from
@@ -188,7 +214,24 @@ func newListener(cfg Config) (*Listener, error) {
 		return nil, fmt.Errorf("listener: voter id %q is not a node id: %w", cfg.Node.Voter.ID(), err)
 	}
 	l := &Listener{cfg: cfg, log: cfg.Logger.Named("listener"), node: cfg.Node, self: int32(self),
-		peers: map[int32]PeerListener{}, warned: map[string]bool{}}
+		peers: map[int32]PeerListener{}, warned: map[string]bool{}, superUsers: map[string]bool{},
+		stop: make(chan struct{}), bootstrapDone: make(chan struct{})}
+	for _, m := range cfg.Security.SASLMechanisms {
+		if !sasl.IsScram(m) && m != sasl.Plain {
+			return nil, fmt.Errorf("listener: SASL mechanism %q is not one of %v", m, sasl.Mechanisms())
+		}
+	}
+	for _, u := range cfg.Security.BootstrapUsers {
+		if u.Name == "" || u.Password == "" || !sasl.IsScram(u.Mechanism) {
+			return nil, fmt.Errorf("listener: bootstrap user %q: want a name, a password and a SCRAM mechanism (not %q)", u.Name, u.Mechanism)
+		}
+	}
+	for _, u := range cfg.Security.SuperUsers {
+		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
+			return nil, fmt.Errorf("listener: super user %q is not of the form User:name", u)
+		}
+		l.superUsers[u] = true
+	}
 	for _, p := range cfg.Peers {
 		if _, dup := l.peers[p.NodeID]; dup {
 			return nil, fmt.Errorf("listener: voter %d is listed twice in Peers", p.NodeID)
@@ -230,8 +273,15 @@ func newListener(cfg Config) (*Listener, error) {
 		cfg.Wire(&wc)
 		wc.Handler, wc.APIs = l, APIs()
 	}
+	wc.MinVersions = MinVersions()
 	l.srv = kafkawire.Serve(ln, wc)
-	l.log.Info("serving the Kafka protocol", "addr", ln.Addr().String(), "node", l.self, "voters", l.peerIDs)
+	if len(cfg.Security.BootstrapUsers) > 0 {
+		go l.bootstrapUsers()
+	} else {
+		close(l.bootstrapDone)
+	}
+	l.log.Info("serving the Kafka protocol", "addr", ln.Addr().String(), "node", l.self, "voters", l.peerIDs,
+		"sasl", cfg.Security.SASLMechanisms, "super_users", cfg.Security.SuperUsers, "authorize_always", cfg.Security.Authorize)
 	return l, nil
 }
 
@@ -242,7 +292,11 @@ func (l *Listener) Addr() net.Addr { return l.srv.Addr() }
 func (l *Listener) NodeID() int32 { return l.self }
 
 // Close stops accepting, closes every connection and waits for them.
-func (l *Listener) Close() error { return l.srv.Close() }
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() { close(l.stop) })
+	<-l.bootstrapDone
+	return l.srv.Close()
+}
 
 // Handle implements kafkawire.Handler. A handler that panics closes the
 // connection instead of the process: one malformed corner must not take
@@ -259,12 +313,46 @@ func (l *Listener) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Reque
 }
 
 func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
+	if l.saslEnabled() && !preAuthAPI(req.Key()) && !l.identify(c).authenticated {
+		return nil, fmt.Errorf("%s before SASL authentication", kmsg.NameForKey(req.Key()))
+	}
 	if denied := l.authorizeBroker(c, req); denied != nil {
 		denied.SetVersion(req.GetVersion())
 		return denied, nil
 	}
+	refused, serve, post := l.authorize(c, req)
+	if refused != nil {
+		refused.SetVersion(req.GetVersion())
+		return refused, nil
+	}
+	resp, err := l.dispatch(ctx, c, serve)
+	if err != nil {
+		return nil, err
+	}
+	if post != nil {
+		post(resp)
+	}
+	resp.SetVersion(req.GetVersion())
+	return resp, nil
+}
+
+func (l *Listener) dispatch(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
 	var resp kmsg.Response
 	switch r := req.(type) {
+	case *kmsg.SASLHandshakeRequest:
+		resp = l.saslHandshake(c, r)
+	case *kmsg.SASLAuthenticateRequest:
+		resp = l.saslAuthenticate(c, r)
+	case *kmsg.CreateACLsRequest:
+		resp = l.createAcls(ctx, c, r)
+	case *kmsg.DescribeACLsRequest:
+		resp = l.describeAcls(r)
+	case *kmsg.DeleteACLsRequest:
+		resp = l.deleteAcls(ctx, c, r)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		resp = l.describeScram(r)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		resp = l.alterScram(ctx, c, r)
 	case *kmsg.MetadataRequest:
 		resp = l.metadata(r)
 	case *kmsg.CreateTopicsRequest:
@@ -300,7 +388,6 @@ func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Reque
 	default:
 		return nil, fmt.Errorf("%s is not served", kmsg.NameForKey(req.Key()))
 	}
-	resp.SetVersion(req.GetVersion())
 	return resp, nil
 }
 

@@ -63,7 +63,7 @@ func TestOldClients(t *testing.T) {
 				t.Fatalf("v%d: error %d, %d keys", v, av.ErrorCode, len(av.ApiKeys))
 			}
 			for _, k := range av.ApiKeys {
-				if k.MinVersion != 0 || k.MaxVersion != kmsg.RequestForKey(k.ApiKey).MaxVersion() {
+				if k.MinVersion != MinVersions()[k.ApiKey] || k.MaxVersion != kmsg.RequestForKey(k.ApiKey).MaxVersion() {
 					t.Errorf("v%d: key %d served %d-%d", v, k.ApiKey, k.MinVersion, k.MaxVersion)
 				}
 			}
@@ -180,7 +180,7 @@ func TestEveryVersionAnswers(t *testing.T) {
 	}
 	addr := c.listener(c.active(10 * time.Second)).Addr().String()
 	for key, max := range APIs() {
-		for v := int16(0); v <= max; v++ {
+		for v := MinVersions()[key]; v <= max; v++ {
 			req := minimalRequest(key)
 			req.SetVersion(v)
 			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)

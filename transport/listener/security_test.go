@@ -1,0 +1,334 @@
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
+)
+
+const (
+	adminUser = "admin"
+	adminPass = "admin-secret"
+)
+
+func scram512(user, pass string) kgo.Opt {
+	return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())
+}
+
+func scram256(user, pass string) kgo.Opt {
+	return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())
+}
+
+// newSASLCluster runs three voters whose listeners require SCRAM, with
+// User:admin a super user created at bootstrap, and three brokers that
+// log in as admin.
+func newSASLCluster(t *testing.T) *testCluster {
+	c := newTestCluster(t, clusterOpts{
+		security: SecurityConfig{
+			SASLMechanisms: []string{sasl.ScramSHA256, sasl.ScramSHA512, sasl.Plain},
+			SuperUsers:     []string{"User:" + adminUser},
+			BootstrapUsers: []BootstrapUser{{Name: adminUser, Password: adminPass, Mechanism: sasl.ScramSHA512}},
+			PeerSASL:       scram.Auth{User: adminUser, Pass: adminPass}.AsSha512Mechanism(),
+		},
+		clientOpts: []kgo.Opt{scram512(adminUser, adminPass)},
+	})
+	waitFor(t, 30*time.Second, "the bootstrap user in every voter's image", func() bool {
+		for i := range 3 {
+			n := 0
+			c.view(i, func(im *fsm.Image) { n = len(im.Security().ScramCredentials(adminUser)) })
+			if n != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	c.startBrokers(3)
+	c.waitBrokers(3)
+	return c
+}
+
+// bareClient is a kgo client with only the options given: no harness
+// login.
+func (c *testCluster) bareClient(t *testing.T, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(5 * time.Second),
+		kgo.RequestRetries(2)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+func TestSASLAuthenticationAndAuthorization(t *testing.T) {
+	c := newSASLCluster(t)
+	ctx := ctxT(t)
+	// kgo answers Metadata from its cache unless asked for authorized
+	// operations, and a cached refusal would hide a later grant.
+	fresh := kadm.WithAuthorizedOps(ctx)
+	_, admin := c.admin()
+
+	// The admin creates alice's credentials over the wire (both
+	// mechanisms) and a topic alice will not be allowed to see.
+	altered, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-pw"},
+		{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "bob-pw"},
+	})
+	if err != nil || altered.Error() != nil {
+		t.Fatalf("create users: %v %v", err, altered.Error())
+	}
+	if res, err := admin.CreateTopics(ctx, 1, 1, nil, "secret"); err != nil || res.Error() != nil {
+		t.Fatalf("admin creates a topic: %v %v", err, res.Error())
+	}
+
+	t.Run("no credentials", func(t *testing.T) {
+		// The connection is closed on the first request that is not part
+		// of authentication.
+		req := kmsg.NewPtrMetadataRequest()
+		if _, err := call(ctx, c.addrs()[0], "anon", req); err == nil {
+			t.Fatal("an unauthenticated Metadata request was answered")
+		}
+		_, adm := c.bareClient(t)
+		if _, err := adm.ListTopics(ctx); err == nil {
+			t.Fatal("a client without credentials listed topics")
+		}
+	})
+
+	t.Run("wrong password", func(t *testing.T) {
+		_, adm := c.bareClient(t, scram256("alice", "not-her-password"))
+		_, err := adm.ListTopics(ctx)
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+		}
+	})
+
+	t.Run("unknown user", func(t *testing.T) {
+		_, adm := c.bareClient(t, scram256("mallory", "x"))
+		if _, err := adm.ListTopics(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("unknown user: %v, want SASL_AUTHENTICATION_FAILED", err)
+		}
+	})
+
+	t.Run("PLAIN refused without TLS", func(t *testing.T) {
+		_, adm := c.bareClient(t, kgo.SASL(plain.Auth{User: "alice", Pass: "alice-pw"}.AsMechanism()))
+		if _, err := adm.ListTopics(ctx); !errors.Is(err, kerr.UnsupportedSaslMechanism) {
+			t.Fatalf("PLAIN over plaintext: %v, want UNSUPPORTED_SASL_MECHANISM", err)
+		}
+	})
+
+	_, alice := c.bareClient(t, scram256("alice", "alice-pw"))
+	t.Run("right password, no rule", func(t *testing.T) {
+		res, err := alice.CreateTopics(ctx, 1, 1, nil, "alice-orders")
+		if err != nil || !errors.Is(res["alice-orders"].Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("create without a rule: %v %+v, want TOPIC_AUTHORIZATION_FAILED", err, res["alice-orders"])
+		}
+		topics, err := alice.ListTopics(fresh)
+		if err != nil || topics.Has("secret") {
+			t.Fatalf("alice lists topics she may not describe: %v %v", err, topics.Names())
+		}
+		// kadm turns a topic's authorization error into the call's.
+		if _, err := alice.Metadata(fresh, "secret"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("named topic without a rule: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+		}
+		el, err := alice.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"secret": {0: {}}})
+		if !errors.Is(err, kerr.ClusterAuthorizationFailed) && !(err == nil && errors.Is(el["secret"][0].Err, kerr.ClusterAuthorizationFailed)) {
+			t.Fatalf("elect without a rule: %v %+v", err, el)
+		}
+		res2, err := alice.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts().Topics("x").Operations(kadm.OpAll))
+		if err != nil || len(res2) != 1 || !errors.Is(res2[0].Err, kerr.ClusterAuthorizationFailed) {
+			t.Fatalf("alice grants herself a rule: %v %+v", err, res2)
+		}
+	})
+
+	// The admin lets alice do everything on topics starting with
+	// "alice-", except delete "alice-keep".
+	created, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts().
+		Topics("alice-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll))
+	if err != nil || len(created) != 1 || created[0].Err != nil {
+		t.Fatalf("create allow rule: %v %+v", err, created)
+	}
+	created, err = admin.CreateACLs(ctx, kadm.NewACLs().Deny("User:alice").DenyHosts().
+		Topics("alice-keep").Operations(kadm.OpDelete))
+	if err != nil || len(created) != 1 || created[0].Err != nil {
+		t.Fatalf("create deny rule: %v %+v", err, created)
+	}
+	c.converged(30 * time.Second)
+
+	t.Run("permitted principal", func(t *testing.T) {
+		res, err := alice.CreateTopics(ctx, 1, 3, nil, "alice-orders", "alice-keep", "bob-orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res["alice-orders"].Err != nil || res["alice-keep"].Err != nil {
+			t.Fatalf("allowed creations failed: %+v", res)
+		}
+		if !errors.Is(res["bob-orders"].Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("creation outside the rule: %+v", res["bob-orders"])
+		}
+		// The answering voter may be an entry behind the creation.
+		var topics kadm.TopicDetails
+		waitFor(t, 20*time.Second, "alice-orders in alice's listing", func() bool {
+			topics, err = alice.ListTopics(fresh)
+			return err == nil && topics.Has("alice-orders")
+		})
+		if topics.Has("secret") {
+			t.Fatalf("alice's listing shows a topic she may not describe: %v", topics.Names())
+		}
+		del, err := alice.DeleteTopics(ctx, "alice-keep")
+		if err != nil || !errors.Is(del["alice-keep"].Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("deny rule did not hold: %v %+v", err, del)
+		}
+		del, err = alice.DeleteTopics(ctx, "alice-orders")
+		if err != nil || del["alice-orders"].Err != nil {
+			t.Fatalf("allowed deletion: %v %+v", err, del)
+		}
+	})
+
+	t.Run("SCRAM-SHA-512 user", func(t *testing.T) {
+		_, bob := c.bareClient(t, scram512("bob", "bob-pw"))
+		res, err := bob.CreateTopics(ctx, 1, 1, nil, "bob-x")
+		if err != nil || !errors.Is(res["bob-x"].Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("bob without a rule: %v %+v", err, res)
+		}
+	})
+
+	t.Run("config change through a standby carries the principal", func(t *testing.T) {
+		active := c.active(10 * time.Second)
+		standby := c.standbyIndex(active)
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		for _, topic := range []string{"alice-keep", "secret"} {
+			rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+			cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			cfg.Name, cfg.Value = "retention.ms", kmsg.StringPtr("1000")
+			rr.Configs = append(rr.Configs, cfg)
+			req.Resources = append(req.Resources, rr)
+		}
+		cl, _ := c.bareClient(t, scram256("alice", "alice-pw"))
+		resp, err := cl.Broker(int(c.ids[standby])).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := map[string]int16{}
+		for _, r := range resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
+			codes[r.ResourceName] = r.ErrorCode
+		}
+		if codes["alice-keep"] != 0 || codes["secret"] != kerr.TopicAuthorizationFailed.Code {
+			t.Fatalf("through standby %d: codes %v", c.ids[standby], codes)
+		}
+		waitConfigIn(t, c, "alice-keep", "retention.ms", "1000")
+	})
+
+	t.Run("rules listed and removed", func(t *testing.T) {
+		described, err := admin.DescribeACLs(ctx, kadm.NewACLs().Allow("User:alice").Deny("User:alice").
+			AllowHosts().DenyHosts().AnyResource().ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny))
+		if err != nil || len(described) == 0 {
+			t.Fatalf("describe: %v %+v", err, described)
+		}
+		n := 0
+		for _, d := range described {
+			if d.Err != nil {
+				t.Fatal(d.Err)
+			}
+			n += len(d.Described)
+		}
+		if n != 2 {
+			t.Fatalf("described %d rules for alice, want 2", n)
+		}
+		deleted, err := admin.DeleteACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts().
+			AnyResource().ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny))
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed := 0
+		for _, d := range deleted {
+			removed += len(d.Deleted)
+		}
+		if removed != 1 {
+			t.Fatalf("removed %d allow rules, want 1", removed)
+		}
+		res, err := alice.CreateTopics(ctx, 1, 1, nil, "alice-again")
+		if err != nil || !errors.Is(res["alice-again"].Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("after removing her rule: %v %+v", err, res)
+		}
+		c.converged(30 * time.Second)
+		c.view(0, func(im *fsm.Image) {
+			if rules := im.Security().Rules(); len(rules) != 1 || rules[0].Permission != rl.PermissionDeny {
+				t.Fatalf("rules left: %v", rules)
+			}
+		})
+	})
+
+	t.Run("credentials described and deleted", func(t *testing.T) {
+		d, err := admin.DescribeUserSCRAMs(ctx)
+		if err != nil || len(d) != 3 || d["bob"].CredInfos[0].Iterations != 8192 {
+			t.Fatalf("describe: %v %+v", err, d)
+		}
+		altered, err := admin.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "bob", Mechanism: kadm.ScramSha512}}, nil)
+		if err != nil || altered.Error() != nil {
+			t.Fatalf("delete bob: %v %v", err, altered.Error())
+		}
+		altered, err = admin.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "bob", Mechanism: kadm.ScramSha512}}, nil)
+		if err != nil || !errors.Is(altered["bob"].Err, kerr.ResourceNotFound) {
+			t.Fatalf("delete bob twice: %v %+v", err, altered)
+		}
+		c.converged(30 * time.Second)
+		_, bob := c.bareClient(t, scram512("bob", "bob-pw"))
+		if _, err := bob.ListTopics(fresh); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("deleted user logs in: %v", err)
+		}
+	})
+}
+
+// waitConfigIn waits until the active voter's image shows a topic config.
+func waitConfigIn(t *testing.T, c *testCluster, topic, key, want string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, fmt.Sprintf("%s=%s on %q", key, want, topic), func() bool {
+		got := ""
+		c.view(c.active(10*time.Second), func(im *fsm.Image) {
+			if tp := im.TopicByName(topic); tp != nil {
+				got, _ = tp.Config(key)
+			}
+		})
+		return got == want
+	})
+}
+
+// In dev mode (no SASL, no rules) nothing is checked; the first rule
+// turns authorization on for everyone, anonymous clients included.
+func TestFirstRuleTurnsAuthorizationOn(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{})
+	c.startBrokers(1)
+	c.waitBrokers(1)
+	ctx := ctxT(t)
+	_, adm := c.admin()
+	if res, err := adm.CreateTopics(ctx, 1, 1, nil, "before"); err != nil || res.Error() != nil {
+		t.Fatalf("dev mode: %v %v", err, res.Error())
+	}
+	created, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:ANONYMOUS").AllowHosts().
+		Topics("open-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll))
+	if err != nil || created[0].Err != nil {
+		t.Fatalf("create rule: %v %+v", err, created)
+	}
+	res, err := adm.CreateTopics(ctx, 1, 1, nil, "open-1", "closed-1")
+	if err != nil || res["open-1"].Err != nil || !errors.Is(res["closed-1"].Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("after the first rule: %v %+v", err, res)
+	}
+	// Nobody may manage rules now: the lockout Kafka also has without a
+	// super user.
+	created, err = adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:ANONYMOUS").AllowHosts().Clusters().Operations(kadm.OpAll))
+	if err != nil || !errors.Is(created[0].Err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("an anonymous client adds a cluster rule after authorization turned on: %v %+v", err, created)
+	}
+}
