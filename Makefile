@@ -40,9 +40,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime $(FUZZTIME) ./raftlog
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZTIME) ./raftlog
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm
+	$(GO) test -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME) ./fsm
 	$(GO) test -run '^$$' -fuzz '^FuzzHandleFrame$$' -fuzztime $(FUZZTIME) ./transport/kafkawire
 	$(GO) test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./transport/listener
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentRequest$$' -fuzztime $(FUZZTIME) ./broker
+	$(GO) test -run '^$$' -fuzz '^FuzzScramServer$$' -fuzztime $(FUZZTIME) ./transport/sasl
+	$(GO) test -run '^$$' -fuzz '^FuzzPlainServer$$' -fuzztime $(FUZZTIME) ./transport/sasl
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -65,6 +65,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
@@ -106,6 +107,10 @@ type Config struct {
 	// agent reaches the controllers over TLS, accepting only a voter's
 	// certificate. Nil: plain TCP throughout.
 	TLS *tlsconfig.Reloader
+	// SASL, if set, logs the agent in on its connections to controller
+	// listeners that require SASL (a super user's credentials: it acts
+	// for the cluster). Nil: none.
+	SASL kgosasl.Mechanism
 	// Voters, with TLS, are the voter ids whose certificates may send
 	// control requests and serve the controller listeners; empty: any
 	// certificate that names a voter.

@@ -85,6 +85,7 @@ func (c *ctrlClient) dropLocked() {
 // broker's certificate and accepting only a configured voter's, when the
 // agent has certificates; plain TCP otherwise.
 func (c *ctrlClient) dial(ctx context.Context, addr string, opts wireclient.Options) (*wireclient.Conn, error) {
+	opts.SASL = c.a.cfg.SASL
 	if c.a.cfg.TLS == nil {
 		return wireclient.Dial(ctx, addr, opts)
 	}

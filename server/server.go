@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/controller"
@@ -100,6 +101,18 @@ type Config struct {
 	// VoterOptions adjusts the raft voter's configuration (timeouts, a TLS
 	// stream layer).
 	VoterOptions func(*voter.Config)
+
+	// Security is the Kafka listener's client authentication (SASL) and
+	// authorization (see listener.SecurityConfig); the zero value is dev
+	// mode: no SASL, no authorization until a rule is added. With SASL and
+	// TLS, clients may connect without a certificate and log in with SASL.
+	Security listener.SecurityConfig
+	// SASL is this node's own login where the voters' listeners require
+	// SASL: the broker agent's connections to the controllers and, unless
+	// Security.PeerSASL is set, the voters' calls to each other. Its
+	// principal must be a super user. Nil: none (with TLS the node's
+	// certificate identifies it instead).
+	SASL kgosasl.Mechanism
 }
 
 // Server is a running node.
@@ -255,14 +268,21 @@ func (s *Server) startVoter() error {
 	s.Registry.MustRegister(metrics.NewNodeCollector(n))
 	lcfg := listener.Config{
 		Addr: cfg.Listener, Advertise: cfg.ListenerAdvertise, Node: n, Peers: lpeers,
-		Logger: s.log, ClusterID: cfg.ClusterID,
+		Logger: s.log, ClusterID: cfg.ClusterID, Security: cfg.Security,
+	}
+	if lcfg.Security.PeerSASL == nil {
+		lcfg.Security.PeerSASL = cfg.SASL
 	}
 	if cfg.TLS != nil {
 		ln, err := net.Listen("tcp", cfg.Listener)
 		if err != nil {
 			return fmt.Errorf("listener: %w", err)
 		}
-		lcfg.Listener = tls.NewListener(ln, cfg.TLS.ServerConfig(nil))
+		tc := cfg.TLS.ServerConfig(nil)
+		if len(cfg.Security.SASLMechanisms) > 0 {
+			tc = cfg.TLS.ClientListenerConfig()
+		}
+		lcfg.Listener = tls.NewListener(ln, tc)
 		lcfg.Dial = cfg.TLS.Dialer(&net.Dialer{}, tlsconfig.Voters(s.voterIDs()...))
 	}
 	l, err := listener.New(lcfg)
@@ -287,7 +307,7 @@ func (s *Server) startBroker() error {
 	a, err := broker.Start(broker.Config{
 		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
 		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
-		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.TLS, Voters: s.voterIDs(),
+		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.TLS, Voters: s.voterIDs(), SASL: cfg.SASL,
 	})
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)

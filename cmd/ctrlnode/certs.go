@@ -32,6 +32,7 @@ func runCerts(args []string, stdout, stderr io.Writer) int {
 	out := fset.String("out", "./ctrlnode-certs", "folder to write the files to (created if missing)")
 	voters := fset.String("voters", "1001,1002,1003", "voter ids to make certificates for (comma-separated, may be empty)")
 	brokers := fset.String("brokers", "1,2,3", "broker ids to make certificates for (comma-separated, may be empty)")
+	combined := fset.String("combined", "", "voter:broker id pairs for nodes with both roles, comma-separated (1001:1,1002:2): one certificate naming both ids each")
 	clients := fset.String("clients", "admin", "client names to make certificates for (comma-separated, may be empty)")
 	hosts := fset.String("hosts", "127.0.0.1,localhost", "DNS names and IP addresses the voter and broker certificates are valid for")
 	days := fset.Int("days", 30, "validity in days")
@@ -47,6 +48,7 @@ for a development or test cluster (bring your own PKI in production):
   ca.crt, ca.key              the CA (ca.crt is every node's CA bundle)
   voter-<id>.crt, .key        controller voter <id>: names ctrlquorum://voter/<id>
   broker-<id>.crt, .key       data broker <id>: names ctrlquorum://broker/<id>
+  node-<v>-<b>.crt, .key      a node with both roles (--combined v:b): names both
   client-<name>.crt, .key     a client (CN <name>, principal User:<name>), no node id
 
 Voter and broker certificates serve both ends of a connection (server and
@@ -84,6 +86,20 @@ flags:
 			}
 		}
 	}
+	type pair struct{ voter, broker int32 }
+	var pairs []pair
+	for _, p := range splitList(*combined) {
+		v, b, ok := strings.Cut(p, ":")
+		vs, err1 := parseIDList(v)
+		bs, err2 := parseIDList(b)
+		if !ok || err1 != nil || err2 != nil || len(vs) != 1 || len(bs) != 1 {
+			return fail("--combined: %q is not voter:broker (like 1001:1)", p)
+		}
+		if vs[0] == bs[0] {
+			return fail("--combined: %q: voter and broker ids must differ", p)
+		}
+		pairs = append(pairs, pair{vs[0], bs[0]})
+	}
 	var clientNames []string
 	for _, n := range splitList(*clients) {
 		if !clientNameRE.MatchString(n) {
@@ -92,7 +108,7 @@ flags:
 		clientNames = append(clientNames, n)
 	}
 	hostList := splitList(*hosts)
-	if (len(voterIDs) > 0 || len(brokerIDs) > 0) && len(hostList) == 0 {
+	if (len(voterIDs) > 0 || len(brokerIDs) > 0 || len(pairs) > 0) && len(hostList) == 0 {
 		return fail("--hosts: voter and broker certificates need at least one host")
 	}
 	if *days <= 0 {
@@ -108,6 +124,11 @@ flags:
 	for _, id := range brokerIDs {
 		specs = append(specs, certSpec{file: "broker-" + strconv.Itoa(int(id)), identity: "broker " + strconv.Itoa(int(id)),
 			leaf: tlsconfig.Leaf{CommonName: "broker-" + strconv.Itoa(int(id)), URIs: []*url.URL{tlsconfig.BrokerURI(id)}, Hosts: hostList, Server: true, Client: true, Validity: validity}})
+	}
+	for _, p := range pairs {
+		name := fmt.Sprintf("node-%d-%d", p.voter, p.broker)
+		specs = append(specs, certSpec{file: name, identity: fmt.Sprintf("voter %d and broker %d", p.voter, p.broker),
+			leaf: tlsconfig.Leaf{CommonName: name, URIs: []*url.URL{tlsconfig.VoterURI(p.voter), tlsconfig.BrokerURI(p.broker)}, Hosts: hostList, Server: true, Client: true, Validity: validity}})
 	}
 	for _, n := range clientNames {
 		specs = append(specs, certSpec{file: "client-" + n, identity: "client User:" + n,

@@ -133,6 +133,30 @@ func TestCertsWritesAWorkingPKI(t *testing.T) {
 	}
 }
 
+// A node with both roles gets one certificate naming both ids: it serves
+// as the voter to the other voters and as the broker to the controller.
+func TestCertsCombinedNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	code, _, errOut := runCmd("certs", "--out", dir, "--voters", "1002", "--brokers", "", "--clients", "", "--combined", "1001:1")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	both := loadFiles(t, dir, "node-1001-1", func(id tlsconfig.Identity) error {
+		if err := tlsconfig.Voters(1001)(id); err != nil {
+			return err
+		}
+		return tlsconfig.Broker(1)(id)
+	})
+	v2 := loadFiles(t, dir, "voter-1002", tlsconfig.Voters(1002))
+	voters := tlsconfig.Voters(1001, 1002)
+	if !handshakeOK(t, v2.ServerConfig(voters), both.ClientConfig("", voters)) {
+		t.Fatal("the combined certificate is not taken as voter 1001")
+	}
+	if !handshakeOK(t, both.ServerConfig(nil), v2.ClientConfig("127.0.0.1", tlsconfig.Broker(1))) {
+		t.Fatal("the combined certificate is not taken as broker 1")
+	}
+}
+
 func TestCertsUsage(t *testing.T) {
 	if code, out, _ := runCmd("certs", "--help"); code != exitOK || !strings.Contains(out, "ctrlquorum://voter/<id>") {
 		t.Fatalf("--help: exit %d:\n%s", code, out)
@@ -144,6 +168,8 @@ func TestCertsUsage(t *testing.T) {
 		{"--brokers", "-1"},
 		{"--brokers", "3,3"},
 		{"--clients", "bad name"},
+		{"--combined", "1001"},
+		{"--combined", "5:5"},
 		{"--days", "0"},
 		{"--hosts", ""},
 		{"extra"},

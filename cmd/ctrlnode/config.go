@@ -59,6 +59,14 @@ var settings = []setting{
 	{"tls.cert.file", "", "PEM certificate of this node (naming voter node.id and/or broker broker.id; see `ctrlnode certs`): with tls.key.file and tls.ca.file, raft, the listener, the broker agent and every connection between nodes run over mutual TLS; SIGHUP reloads the three files (empty: plain TCP)", "TLS"},
 	{"tls.key.file", "", "PEM private key of tls.cert.file", ""},
 	{"tls.ca.file", "", "PEM bundle of the CA certificates peers' and clients' certificates must chain to", ""},
+	{"sasl.enabled.mechanisms", "", "SASL mechanisms the listener requires clients to log in with, comma-separated: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (PLAIN only over TLS); clients with a TLS certificate need none (empty: no SASL)", "SASLMechanisms"},
+	{"super.users", "", "principals allowed everything, separated by ; or , (User:admin;User:ops)", "SuperUsers"},
+	{"authorizer.enforce", "false", "enforce the ACL rules even with no SASL and no rule in the log (then only super users and voters may do anything); otherwise rules are enforced once SASL is on or the first rule exists", "Authorize"},
+	{"sasl.bootstrap.user", "", "SCRAM-SHA-512 user created when the log holds no SCRAM credential (a new cluster), so that someone can log in; also this node's own login unless sasl.user is set", "BootstrapUsers"},
+	{"sasl.bootstrap.password.file", "", "file whose first line is sasl.bootstrap.user's password", ""},
+	{"sasl.user", "", "this node's own SASL login towards the voters' listeners (the broker agent's and the voters' calls to each other); must be a super user (default: sasl.bootstrap.user)", "SASL"},
+	{"sasl.password.file", "", "file whose first line is sasl.user's password", ""},
+	{"sasl.mechanism", "SCRAM-SHA-512", "mechanism of this node's own login", ""},
 }
 
 func settingByKey(k string) (setting, bool) {
@@ -390,6 +398,9 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 		if c.TLS, err = newNodeReloader(nc.TLSFiles, c, nil); err != nil {
 			return nc, bad("tls.cert.file", "%v", err)
 		}
+	}
+	if err := securitySettings(ns, c); err != nil {
+		return nc, err
 	}
 	if err := c.Validate(); err != nil {
 		var fe *server.FieldError

@@ -71,6 +71,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	pprof := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the voters' HTTP endpoints")
 	zkMirror := fs.String("zookeeper-mirror", "", "mirror the image to Kafka's znodes in this ZooKeeper (host:port[/chroot]) from the active voter")
 	useTLS := fs.Bool("tls", false, "run everything over mutual TLS, with certificates made by `ctrlnode certs` in <data>/tls (made on the first --tls start, kept after)")
+	useSASL := fs.Bool("sasl", false, "require clients to log in with SCRAM (and PLAIN with --tls): user admin, a super user, with the password in <data>/sasl-admin.password (made on the first --sasl start)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: ctrlnode dev [flags]")
 		fmt.Fprint(fs.Output(), `
@@ -122,6 +123,15 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 		}
 	}
 
+	var dsec devSecurity
+	if *useSASL {
+		var err error
+		if dsec, err = devSASL(*dataDir, *useTLS); err != nil {
+			fmt.Fprintf(stderr, "ctrlnode dev: --sasl: %v\n", err)
+			return 1
+		}
+	}
+
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)
@@ -144,7 +154,7 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 		s, err := server.Start(server.Config{
 			NodeID: vp.ID, Voter: true, RaftAddr: vp.Raft, Listener: vp.Listener, ListenerAdvertise: vp.Listener,
 			Voters: lay.voters(), DataDir: dir, SessionTimeout: *session, HTTPAddr: lay.http(i), Pprof: *pprof, ZooKeeperMirror: *zkMirror,
-			Logger: logger, TLS: certs.voter(vp.ID),
+			Logger: logger, TLS: certs.voter(vp.ID), Security: dsec.listener, SASL: dsec.login,
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "ctrlnode dev: voter %d: %v\n", vp.ID, err)
@@ -163,7 +173,7 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 		s, err := server.Start(server.Config{
 			NodeID: id, Broker: true, BrokerID: id, BrokerListener: lay.broker(i), Voters: lay.voters(),
 			SessionTimeout: *session, HeartbeatInterval: hb, Logger: logger.Named(fmt.Sprintf("broker-%d", id)),
-			TLS: certs.broker(id),
+			TLS: certs.broker(id), SASL: dsec.login,
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "ctrlnode dev: broker %d: %v\n", id, err)
@@ -193,6 +203,11 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 			certs.client.CA, certs.client.Cert, certs.client.Key)
 		fmt.Fprintln(stdout, "admin commands need it: add --tls-ca, --tls-cert and --tls-key, as below")
 		flagBoot += fmt.Sprintf(" --tls-ca %s --tls-cert %s --tls-key %s", certs.client.CA, certs.client.Cert, certs.client.Key)
+	}
+	if *useSASL {
+		fmt.Fprintf(stdout, "SASL: clients log in; the super user admin's password is in %s\n", dsec.passwordFile)
+		fmt.Fprintf(stdout, "admin commands need it: add --sasl-mechanism SCRAM-SHA-512 --sasl-user admin --sasl-password-file %s, as below\n", dsec.passwordFile)
+		flagBoot += " --sasl-mechanism SCRAM-SHA-512 --sasl-user admin --sasl-password-file " + dsec.passwordFile
 	}
 	fmt.Fprintln(stdout, "try:")
 	fmt.Fprintf(stdout, "  ctrlnode topics create%s --topic demo --partitions 6 --replication-factor 3\n", flagBoot)

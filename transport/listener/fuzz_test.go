@@ -25,7 +25,7 @@ import (
 func FuzzHandle(f *testing.F) {
 	l := singleVoterListener(f)
 	for key, max := range APIs() {
-		for v := int16(0); v <= max; v++ {
+		for v := MinVersions()[key]; v <= max; v++ {
 			req := minimalRequest(key)
 			req.SetVersion(v)
 			f.Add(key, v, req.AppendTo(nil))
@@ -33,7 +33,7 @@ func FuzzHandle(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {
 		max, ok := APIs()[key]
-		if !ok || key == 18 || version < 0 || version > max {
+		if !ok || key == 18 || version < MinVersions()[key] || version > max {
 			return // kafkawire closes the connection or answers ApiVersions itself
 		}
 		req := kmsg.RequestForKey(key)

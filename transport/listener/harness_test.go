@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -418,7 +419,19 @@ type testBroker struct {
 func (c *testCluster) startBroker(id int32) *testBroker {
 	c.t.Helper()
 	b := &testBroker{c: c, id: id, incarnation: rl.IncarnationID{byte(id), 0xb0}, stopc: make(chan struct{}), done: make(chan struct{})}
-	srv, err := kafkawire.Listen("127.0.0.1:0", kafkawire.Config{APIs: APIs(), Logger: testLogger(fmt.Sprintf("broker-%d", id)),
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.tls != nil {
+		// Clients reach the broker the way they reach the voters.
+		cfg := c.tls.broker(id).ServerConfig(nil)
+		if len(c.security.SASLMechanisms) > 0 {
+			cfg = c.tls.broker(id).ClientListenerConfig()
+		}
+		ln = tls.NewListener(ln, cfg)
+	}
+	srv := kafkawire.Serve(ln, kafkawire.Config{APIs: APIs(), MinVersions: MinVersions(), Logger: testLogger(fmt.Sprintf("broker-%d", id)),
 		Handler: kafkawire.HandlerFunc(func(ctx context.Context, conn *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
 			_, ls := c.snapshot()
 			for _, l := range ls {
@@ -428,9 +441,6 @@ func (c *testCluster) startBroker(id int32) *testBroker {
 			}
 			return nil, errors.New("no voter running")
 		})})
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	b.srv = srv
 	b.cl = c.client(c.brokerTLS(id)...)
 	c.mu.Lock()

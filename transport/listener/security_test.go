@@ -1,8 +1,11 @@
 package listener
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -331,4 +334,109 @@ func TestFirstRuleTurnsAuthorizationOn(t *testing.T) {
 	if err != nil || !errors.Is(created[0].Err, kerr.ClusterAuthorizationFailed) {
 		t.Fatalf("an anonymous client adds a cluster rule after authorization turned on: %v %+v", err, created)
 	}
+}
+
+// Over TLS: a client certificate is a principal of its own, PLAIN is
+// offered, clients without a certificate log in with SASL, and a config
+// change sent to a standby is authorized on the active voter as the
+// client that sent it (the voters' certificates vouch for the principal
+// they forward).
+func TestTLSClientsCertificatesAndSASL(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{tls: true, security: SecurityConfig{
+		SASLMechanisms: []string{sasl.ScramSHA512, sasl.Plain},
+		SuperUsers:     []string{"User:admin"}, // the harness's admin client certificate
+	}})
+	c.startBrokers(3)
+	c.waitBrokers(3)
+	ctx := ctxT(t)
+	fresh := kadm.WithAuthorizedOps(ctx)
+	_, admin := c.admin()
+	if altered, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha512, Password: "carol-pw"}}); err != nil || altered.Error() != nil {
+		t.Fatalf("create carol: %v %v", err, altered.Error())
+	}
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:carol").AllowHosts().Topics("carol-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll),
+		kadm.NewACLs().Allow("User:dave").AllowHosts().Topics("dave-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll),
+	} {
+		if res, err := admin.CreateACLs(ctx, b); err != nil || res[0].Err != nil {
+			t.Fatalf("create rule: %v %+v", err, res)
+		}
+	}
+	c.converged(30 * time.Second)
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.tls.pki.CA.CertPEM)
+	noCert := kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+
+	t.Run("PLAIN over TLS without a certificate", func(t *testing.T) {
+		_, carol := c.bareClient(t, noCert, kgo.SASL(plain.Auth{User: "carol", Pass: "carol-pw"}.AsMechanism()))
+		res, err := carol.CreateTopics(ctx, 1, 3, nil, "carol-1", "dave-1")
+		if err != nil || res["carol-1"].Err != nil || !errors.Is(res["dave-1"].Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("carol over PLAIN: %v %+v", err, res)
+		}
+		_, wrong := c.bareClient(t, noCert, kgo.SASL(plain.Auth{User: "carol", Pass: "nope"}.AsMechanism()))
+		if _, err := wrong.ListTopics(fresh); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("PLAIN with a wrong password: %v", err)
+		}
+	})
+
+	t.Run("no certificate and no SASL", func(t *testing.T) {
+		_, anon := c.bareClient(t, noCert)
+		if _, err := anon.ListTopics(fresh); err == nil {
+			t.Fatal("a TLS client with neither certificate nor SASL listed topics")
+		}
+	})
+
+	dave := c.tls.pki.Reloader(c.tls.pki.Client("dave"))
+	daveDial := kgo.Dialer(dave.Dialer(&net.Dialer{Timeout: 10 * time.Second}, nil))
+	t.Run("client certificate principal", func(t *testing.T) {
+		_, d := c.bareClient(t, daveDial)
+		res, err := d.CreateTopics(ctx, 1, 3, nil, "dave-1", "carol-2")
+		if err != nil || res["dave-1"].Err != nil || !errors.Is(res["carol-2"].Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("dave by certificate: %v %+v", err, res)
+		}
+	})
+
+	t.Run("forwarded as the client", func(t *testing.T) {
+		active := c.active(10 * time.Second)
+		sb := c.standbyIndex(active)
+		waitFor(t, 10*time.Second, "the standby to know the leader", func() bool { return c.listener(sb).activeID() == c.ids[active] })
+		inc := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		for _, topic := range []string{"dave-1", "carol-1"} {
+			rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+			cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			cfg.Name, cfg.Value = "retention.ms", kmsg.StringPtr("777")
+			rr.Configs = append(rr.Configs, cfg)
+			inc.Resources = append(inc.Resources, rr)
+		}
+		inc.SetVersion(inc.MaxVersion())
+		resp, err := callWith(ctx, dave.Dialer(nil, nil), c.listener(sb).Addr().String(), "dave", inc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := map[string]int16{}
+		for _, r := range resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
+			codes[r.ResourceName] = r.ErrorCode
+		}
+		if codes["dave-1"] != 0 || codes["carol-1"] != kerr.TopicAuthorizationFailed.Code {
+			t.Fatalf("dave through standby %d: %v", c.ids[sb], codes)
+		}
+		waitConfigIn(t, c, "dave-1", "retention.ms", "777")
+		// A client cannot pass itself off as a forwarding voter: the
+		// principal in the client id counts only from a voter's
+		// certificate.
+		spoof := kmsg.NewPtrCreateTopicsRequest()
+		st := kmsg.NewCreateTopicsRequestTopic()
+		st.Topic, st.NumPartitions, st.ReplicationFactor = "carol-spoofed", 1, 1
+		spoof.Topics = append(spoof.Topics, st)
+		spoof.SetVersion(spoof.MaxVersion())
+		resp, err = callWith(ctx, dave.Dialer(nil, nil), c.listener(active).Addr().String(), forwardClientID+"/1001/User:carol", spoof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; ec != kerr.TopicAuthorizationFailed.Code {
+			t.Fatalf("spoofed forward: %v", kerr.ErrorForCode(ec))
+		}
+	})
 }

@@ -71,6 +71,10 @@ func (c *testCluster) openListener(i int, addr string) (net.Listener, error) {
 	if err != nil || c.tls == nil {
 		return ln, err
 	}
+	if len(c.security.SASLMechanisms) > 0 {
+		// SASL clients come without a certificate.
+		return tls.NewListener(ln, c.tls.voters[i].ClientListenerConfig()), nil
+	}
 	return tls.NewListener(ln, c.tls.voters[i].ServerConfig(nil)), nil
 }
 

@@ -200,6 +200,17 @@ func parseCAs(data []byte) (*x509.CertPool, int, error) {
 // current CA bundle, and, when check is not nil, refuses the handshake
 // unless check accepts the identity the client's certificate names.
 func (r *Reloader) ServerConfig(check PeerCheck) *tls.Config {
+	return r.serverConfig(check, tls.RequireAndVerifyClientCert)
+}
+
+// ClientListenerConfig is ServerConfig for a listener that also takes
+// clients without a certificate, who then authenticate with SASL; a
+// certificate that is presented must still chain to the CA.
+func (r *Reloader) ClientListenerConfig() *tls.Config {
+	return r.serverConfig(nil, tls.VerifyClientCertIfGiven)
+}
+
+func (r *Reloader) serverConfig(check PeerCheck, auth tls.ClientAuthType) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -208,7 +219,7 @@ func (r *Reloader) ServerConfig(check PeerCheck) *tls.Config {
 				MinVersion:             tls.VersionTLS12,
 				Certificates:           []tls.Certificate{*m.cert},
 				ClientCAs:              m.pool,
-				ClientAuth:             tls.RequireAndVerifyClientCert,
+				ClientAuth:             auth,
 				SessionTicketsDisabled: true,
 				VerifyConnection:       checkConnection(check),
 			}, nil

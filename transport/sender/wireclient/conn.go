@@ -23,6 +23,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Options configures Dial. Zero values take the defaults.
@@ -38,6 +39,9 @@ type Options struct {
 	// SoftwareName and SoftwareVersion are sent in ApiVersions v3+.
 	// Defaults "ctrlquorum" and "1".
 	SoftwareName, SoftwareVersion string
+	// SASL, if set, authenticates the connection after the ApiVersions
+	// exchange (franz-go's scram and plain packages provide mechanisms).
+	SASL kgosasl.Mechanism
 }
 
 // VersionRange is the versions a peer serves for one API key.
@@ -93,6 +97,10 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 	if err := c.negotiate(ctx); err != nil {
 		_ = nc.Close()
 		return nil, fmt.Errorf("api versions with %s: %w", addr, err)
+	}
+	if err := c.authenticate(ctx); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	return c, nil
 }

@@ -44,6 +44,10 @@ func DialWith(ctx context.Context, addr string, opts Options, dial DialFunc) (*C
 		_ = nc.Close()
 		return nil, fmt.Errorf("api versions with %s: %w", addr, err)
 	}
+	if err := c.authenticate(ctx); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
 	return c, nil
 }
 
