@@ -107,6 +107,9 @@ type Config struct {
 	// agent reaches the controllers over TLS, accepting only a voter's
 	// certificate. Nil: plain TCP throughout.
 	TLS *tlsconfig.Reloader
+	// Dialer opens the agent's connections to the controllers (binding
+	// the node's own address, say). Nil: a zero net.Dialer.
+	Dialer *net.Dialer
 	// SASL, if set, logs the agent in on its connections to controller
 	// listeners that require SASL (a super user's credentials: it acts
 	// for the cluster). Nil: none.

@@ -86,10 +86,14 @@ func (c *ctrlClient) dropLocked() {
 // agent has certificates; plain TCP otherwise.
 func (c *ctrlClient) dial(ctx context.Context, addr string, opts wireclient.Options) (*wireclient.Conn, error) {
 	opts.SASL = c.a.cfg.SASL
-	if c.a.cfg.TLS == nil {
-		return wireclient.Dial(ctx, addr, opts)
+	nd := c.a.cfg.Dialer
+	if nd == nil {
+		nd = &net.Dialer{}
 	}
-	return wireclient.DialWith(ctx, addr, opts, c.a.cfg.TLS.Dialer(nil, c.a.voterCheck()))
+	if c.a.cfg.TLS == nil {
+		return wireclient.DialWith(ctx, addr, opts, nd.DialContext)
+	}
+	return wireclient.DialWith(ctx, addr, opts, c.a.cfg.TLS.Dialer(nd, c.a.voterCheck()))
 }
 
 func (c *ctrlClient) discoverLocked(ctx context.Context) error {

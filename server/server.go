@@ -206,10 +206,11 @@ func (s *Server) startVoter() error {
 	cfg := s.cfg
 	var image atomic.Pointer[fsm.FSM]
 	fwd := &stopReplicaForwarder{}
-	var brokerDial func(int32) wireclient.DialFunc
+	nd := s.localDialer()
+	brokerDial := func(int32) wireclient.DialFunc { return nd.DialContext }
 	if certs := cfg.TLS; certs != nil {
 		brokerDial = func(id int32) wireclient.DialFunc {
-			return certs.Dialer(&net.Dialer{}, tlsconfig.Broker(id))
+			return certs.Dialer(nd, tlsconfig.Broker(id))
 		}
 	}
 	s.Sender = sender.New(sender.Config{
@@ -273,6 +274,7 @@ func (s *Server) startVoter() error {
 	if lcfg.Security.PeerSASL == nil {
 		lcfg.Security.PeerSASL = cfg.SASL
 	}
+	lcfg.Dial = s.localDialer().DialContext
 	if cfg.TLS != nil {
 		ln, err := net.Listen("tcp", cfg.Listener)
 		if err != nil {
@@ -283,7 +285,7 @@ func (s *Server) startVoter() error {
 			tc = cfg.TLS.ClientListenerConfig()
 		}
 		lcfg.Listener = tls.NewListener(ln, tc)
-		lcfg.Dial = cfg.TLS.Dialer(&net.Dialer{}, tlsconfig.Voters(s.voterIDs()...))
+		lcfg.Dial = cfg.TLS.Dialer(s.localDialer(), tlsconfig.Voters(s.voterIDs()...))
 	}
 	l, err := listener.New(lcfg)
 	if err != nil {
@@ -307,13 +309,33 @@ func (s *Server) startBroker() error {
 	a, err := broker.Start(broker.Config{
 		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
 		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
-		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.TLS, Voters: s.voterIDs(), SASL: cfg.SASL,
+		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.TLS, Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
 	})
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)
 	}
 	s.Agent = a
 	return nil
+}
+
+// localDialer dials from the node's own address: the IP raft binds (a
+// voter) or the broker listener's (a broker), when it names one. On a host
+// with several loopback or interface addresses, a peer then sees each
+// node's connections come from that node's address, and so do firewall
+// rules that cut one node off (the partition tests). A wildcard or host
+// name binding leaves the choice to the kernel.
+func (s *Server) localDialer() *net.Dialer {
+	addr := s.cfg.BrokerListener
+	if s.cfg.Voter {
+		addr = s.cfg.RaftAddr
+	}
+	d := &net.Dialer{}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+			d.LocalAddr = &net.TCPAddr{IP: ip}
+		}
+	}
+	return d
 }
 
 // voterIDs are the ids of the configured voters.
