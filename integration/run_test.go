@@ -23,9 +23,10 @@ type runNode struct {
 	env      []string
 }
 
-// threeNodes lays out three voter+broker nodes on free ports. Node 0 is
-// configured by a file, node 1 by flags, node 2 by environment variables.
-func threeNodes(t *testing.T) []runNode {
+// threeNodeSettings lays out three voter+broker nodes on free ports and
+// returns each node's settings (extra appended to every node's) with its
+// runNode, whose args are only "run" yet.
+func threeNodeSettings(t *testing.T, extra ...[2]string) ([][][2]string, []runNode, string) {
 	t.Helper()
 	var offsets []int
 	for i := 0; i < 3; i++ {
@@ -39,6 +40,7 @@ func threeNodes(t *testing.T) []runNode {
 		listeners = append(listeners, fmt.Sprintf("%d@%s", 1001+i, addr(i)))
 	}
 	dir := t.TempDir()
+	var all [][][2]string
 	var nodes []runNode
 	for i := 0; i < 3; i++ {
 		settings := [][2]string{
@@ -56,30 +58,47 @@ func threeNodes(t *testing.T) []runNode {
 			{"broker.heartbeat.interval", "300ms"},
 			{"log.level", "info"},
 		}
-		n := runNode{id: int32(1001 + i), listener: addr(i), http: addr(200 + i), args: []string{"run"}}
+		all = append(all, append(settings, extra...))
+		nodes = append(nodes, runNode{id: int32(1001 + i), listener: addr(i), http: addr(200 + i), args: []string{"run"}})
+	}
+	return all, nodes, dir
+}
+
+// configFile writes settings as a config file and returns its path.
+func configFile(t *testing.T, dir string, id int32, settings [][2]string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# node %d\n", id)
+	for _, kv := range settings {
+		fmt.Fprintf(&b, "%s = %s\n", kv[0], kv[1])
+	}
+	path := filepath.Join(dir, fmt.Sprintf("node-%d.conf", id))
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// threeNodes lays out three voter+broker nodes on free ports. Node 0 is
+// configured by a file, node 1 by flags, node 2 by environment variables.
+func threeNodes(t *testing.T) []runNode {
+	t.Helper()
+	all, nodes, dir := threeNodeSettings(t)
+	for i := range nodes {
+		n := &nodes[i]
 		switch i {
 		case 0:
-			var b strings.Builder
-			b.WriteString("# node 1001\n")
-			for _, kv := range settings {
-				fmt.Fprintf(&b, "%s = %s\n", kv[0], kv[1])
-			}
-			path := filepath.Join(dir, "node-1001.conf")
-			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			n.args = append(n.args, "--config", path)
+			n.args = append(n.args, "--config", configFile(t, dir, n.id, all[i]))
 		case 1:
-			for _, kv := range settings {
+			for _, kv := range all[i] {
 				n.args = append(n.args, "--"+strings.ReplaceAll(kv[0], ".", "-"), kv[1])
 			}
 		case 2:
 			n.env = os.Environ()
-			for _, kv := range settings {
+			for _, kv := range all[i] {
 				n.env = append(n.env, "CTRLNODE_"+strings.ToUpper(strings.ReplaceAll(kv[0], ".", "_"))+"="+kv[1])
 			}
 		}
-		nodes = append(nodes, n)
 	}
 	return nodes
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
@@ -71,6 +72,8 @@ type cli struct {
 	timeout   time.Duration
 	tlsFiles  tlsconfig.Files
 	tlsDial   wireclient.DialFunc // set by tlsDialer once loaded
+	saslFlags saslFlags
+	saslMech  kgosasl.Mechanism // set by saslMechanism once checked
 }
 
 // newCLI makes the flag set of an admin command with the common flags.
@@ -82,9 +85,10 @@ func newCLI(name, synopsis, about string, stdout, stderr io.Writer) *cli {
 	c.fs.StringVar(&c.bootstrap, "bootstrap", defaultBootstrap, "host:port of a controller listener (comma-separated for several)")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
-	c.fs.StringVar(&c.tlsFiles.CA, "tls-ca", "", "CA bundle (PEM) of a cluster that runs mutual TLS; with --tls-cert and --tls-key")
+	c.fs.StringVar(&c.tlsFiles.CA, "tls-ca", "", "CA bundle (PEM) of a cluster that runs TLS; with --tls-cert and --tls-key for mutual TLS, alone for a SASL login over TLS")
 	c.fs.StringVar(&c.tlsFiles.Cert, "tls-cert", "", "client certificate (PEM), e.g. client-admin.crt of `ctrlnode certs`")
 	c.fs.StringVar(&c.tlsFiles.Key, "tls-key", "", "private key (PEM) of --tls-cert")
+	c.addSASLFlags()
 	c.fs.Usage = func() {
 		w := c.fs.Output()
 		fmt.Fprintf(w, "usage: ctrlnode %s %s\n", name, synopsis)
@@ -103,8 +107,12 @@ func (c *cli) parse(args []string) (code int, done bool) {
 	if code, done := parseFlags(c.fs, args, c.stdout); done {
 		return code, done
 	}
-	// The TLS files are loaded once, before any connection.
+	// The TLS files and the SASL password are read once, before any
+	// connection.
 	if _, err := c.tlsDialer(); err != nil {
+		return c.fail(err), true
+	}
+	if _, err := c.saslMechanism(); err != nil {
 		return c.fail(err), true
 	}
 	return 0, false
@@ -166,9 +174,16 @@ func (c *cli) clients() (*kgo.Client, *kadm.Client, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	mech, err := c.saslMechanism()
+	if err != nil {
+		return nil, nil, err
+	}
 	var opts []kgo.Opt
 	if dial != nil {
 		opts = append(opts, kgo.Dialer(dial))
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
 	}
 	cl, err := kgo.NewClient(append(opts,
 		kgo.SeedBrokers(seeds...),
@@ -188,7 +203,9 @@ func (c *cli) clients() (*kgo.Client, *kadm.Client, error) {
 
 // tlsDialer returns the TLS dialler of --tls-ca/--tls-cert/--tls-key, or
 // nil when none is given (plain TCP). The server's certificate is
-// verified against the CA bundle and the host name dialled.
+// verified against the CA bundle and the host name dialled. --tls-ca
+// alone presents no client certificate: the client then logs in with
+// SASL.
 func (c *cli) tlsDialer() (wireclient.DialFunc, error) {
 	if c.tlsDial != nil {
 		return c.tlsDial, nil
@@ -197,10 +214,22 @@ func (c *cli) tlsDialer() (wireclient.DialFunc, error) {
 	if f.CA == "" && f.Cert == "" && f.Key == "" {
 		return nil, nil
 	}
-	for _, x := range []struct{ flag, v string }{{"--tls-ca", f.CA}, {"--tls-cert", f.Cert}, {"--tls-key", f.Key}} {
-		if x.v == "" {
-			return nil, usageErr("%s is required with the other --tls-* flags", x.flag)
+	if f.Cert == "" && f.Key == "" {
+		dial, err := caOnlyDialer(f.CA)
+		if err != nil {
+			return nil, err
 		}
+		c.tlsDial = dial
+		return c.tlsDial, nil
+	}
+	// A client certificate needs its key and the CA of the servers.
+	switch {
+	case f.Cert == "":
+		return nil, usageErr("--tls-cert is required with --tls-key")
+	case f.Key == "":
+		return nil, usageErr("--tls-key is required with --tls-cert")
+	case f.CA == "":
+		return nil, usageErr("--tls-ca is required with --tls-cert and --tls-key")
 	}
 	r, err := tlsconfig.NewReloader(f, tlsconfig.Options{})
 	if err != nil {
@@ -221,8 +250,17 @@ func (c *cli) fail(err error) int {
 		fmt.Fprintf(c.stderr, "ctrlnode %s: %v\n", c.name, err)
 		return exitUsage
 	}
+	if saslLoginRefused(err) {
+		fmt.Fprintf(c.stderr, "ctrlnode %s: login refused: %v\n", c.name, err)
+		return exitFailed
+	}
 	if unreachable(err) {
 		fmt.Fprintf(c.stderr, "ctrlnode %s: cannot reach the cluster at %s: %v\n", c.name, c.bootstrap, err)
+		if c.saslMech == nil && strings.Contains(err.Error(), "EOF") {
+			// A listener that requires SASL closes the connection on the
+			// first request of a client that did not log in.
+			fmt.Fprintf(c.stderr, "ctrlnode %s: the listener closed the connection; if the cluster requires a login, give --sasl-mechanism, --sasl-user and --sasl-password-file\n", c.name)
+		}
 		return exitUnreachable
 	}
 	fmt.Fprintf(c.stderr, "ctrlnode %s: %v\n", c.name, err)

@@ -8,10 +8,14 @@
 //	ctrlnode brokers     list the brokers with their fenced and shutting-down state
 //	ctrlnode quorum      the controller quorum's leader, epoch, commit index and lag
 //	ctrlnode state-hash  each voter's state hash, compared
+//	ctrlnode acl         add, list, remove authorization rules
+//	ctrlnode scram       set, list, delete users' SCRAM credentials
 //	ctrlnode bench       the controller's benchmark scenarios, as one table
 //
 // Every command takes --help. Admin commands speak the Kafka protocol to
-// --bootstrap and print a table, or JSON with --json.
+// --bootstrap and print a table, or JSON with --json. On a cluster that
+// requires SASL they log in with --sasl-mechanism, --sasl-user and the
+// password of --sasl-password-file or $CTRLNODE_SASL_PASSWORD.
 package main
 
 import (
@@ -36,6 +40,8 @@ func commands() []command {
 		{"brokers", "list the brokers with their fenced and shutting-down state", runBrokers},
 		{"quorum", "the quorum's leader, epoch, commit index and per-voter lag", runQuorum},
 		{"state-hash", "each voter's state hash and index, compared", runStateHash},
+		{"acl", "add, list or remove authorization rules (ACLs)", runACL},
+		{"scram", "set, list or delete users' SCRAM credentials", runSCRAM},
 		{"bench", "the benchmark scenarios as one table, with the raw-raft floor", runBench},
 		{"migrate", "import a ZooKeeper-mode Kafka cluster's metadata into the quorum", runMigrate},
 		{"certs", "write a throwaway CA and voter, broker and client certificates", runCerts},

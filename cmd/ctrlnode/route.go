@@ -47,6 +47,10 @@ func (c *cli) dial(ctx context.Context, addr string) (*wireclient.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every connection logs in, right after ApiVersions.
+	if opts.SASL, err = c.saslMechanism(); err != nil {
+		return nil, err
+	}
 	if dial != nil {
 		return wireclient.DialWith(ctx, addr, opts, dial)
 	}
@@ -126,6 +130,9 @@ func (c *cli) controllerConn(ctx context.Context) (*wireclient.Conn, clusterView
 		for _, s := range seeds {
 			conn, err := c.dial(ctx, s)
 			if err != nil {
+				if err := c.permanent(err); err != nil {
+					return nil, clusterView{}, err
+				}
 				lastErr = err
 				continue
 			}
@@ -146,6 +153,9 @@ func (c *cli) controllerConn(ctx context.Context) (*wireclient.Conn, clusterView
 				addr := net.JoinHostPort(v.Host, strconv.Itoa(int(v.Port)))
 				cc, err := c.dial(ctx, addr)
 				if err != nil {
+					if err := c.permanent(err); err != nil {
+						return nil, clusterView{}, err
+					}
 					lastErr = fmt.Errorf("active controller %d at %s: %w", v.ID, addr, err)
 					break
 				}
