@@ -295,6 +295,7 @@ func (s *Server) startVoter() error {
 		return err
 	}
 	s.Listener = l
+	s.Registry.MustRegister(metrics.NewListenerCollector(l))
 	return nil
 }
 

@@ -100,7 +100,9 @@ func TestOneNodeVoterAndBroker(t *testing.T) {
 			strings.Contains(m, "\nkafka_controller_active_broker_count 1\n") &&
 			strings.Contains(m, `kafka_raft_current_state{state="Leader"} 1`) &&
 			strings.Contains(m, "kafka_controller_event_queue_time_seconds_count") &&
-			strings.Contains(m, "\ngo_goroutines ")
+			strings.Contains(m, "\ngo_goroutines ") &&
+			strings.Contains(m, `ctrlquorum_listener_limit_hits_total{limit="max_frame_bytes"} 0`) &&
+			strings.Contains(m, "\nctrlquorum_listener_authorization_denials_total 0\n")
 	})
 	if code, _ := get(t, base+"/debug/pprof/cmdline"); code != 200 {
 		t.Fatalf("pprof enabled but /debug/pprof/cmdline answers %d", code)

@@ -41,6 +41,7 @@ func (a *access) allowed(op rl.AclOperation, rt rl.ResourceType, name string, qu
 	d := authz.Authorize(a.sec.Rules(), a.supers, authz.Request{Principal: a.id.principal, Host: hostOf(a.c),
 		Operation: op, ResourceType: rt, ResourceName: name})
 	if !d.Allowed && !quiet {
+		a.l.secStats.denials.Add(1)
 		a.l.log.Warn("request denied", "principal", a.id.principal, "operation", op.String(),
 			"resource", rt.String()+":"+name, "reason", d.Reason, "remote", remoteOf(a.c))
 	}

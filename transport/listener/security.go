@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -82,6 +83,32 @@ type BootstrapUser struct {
 	Password  string
 	Mechanism string // SCRAM-SHA-256 or SCRAM-SHA-512
 }
+
+// SecurityCounts counts, since the listener started, logins and denials.
+type SecurityCounts struct {
+	// Authentications: SASL exchanges that logged a client in.
+	Authentications uint64
+	// AuthenticationFailures: SASL exchanges refused (wrong password,
+	// unknown user, malformed message, mechanism not offered).
+	AuthenticationFailures uint64
+	// Denials: operations refused by authorization (one per resource).
+	Denials uint64
+	// Unauthenticated: connections closed for a request before logging in.
+	Unauthenticated uint64
+}
+
+type securityCounters struct {
+	auths, authFailures, denials, unauthenticated atomic.Uint64
+}
+
+// SecurityCounts reports the listener's login and authorization counts.
+func (l *Listener) SecurityCounts() SecurityCounts {
+	return SecurityCounts{Authentications: l.secStats.auths.Load(), AuthenticationFailures: l.secStats.authFailures.Load(),
+		Denials: l.secStats.denials.Load(), Unauthenticated: l.secStats.unauthenticated.Load()}
+}
+
+// WireLimits reports how often the wire server's limits were hit.
+func (l *Listener) WireLimits() kafkawire.LimitCounts { return l.srv.Limits() }
 
 // anonymous is the principal of a connection that authenticated nothing.
 const anonymous = "User:ANONYMOUS"
@@ -169,6 +196,7 @@ func (l *Listener) saslHandshake(c *kafkawire.Conn, req *kmsg.SASLHandshakeReque
 	case a.user != "" || a.session != nil:
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 	case !contains(offered, req.Mechanism):
+		l.secStats.authFailures.Add(1)
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		l.log.Warn("SASL handshake refused: mechanism not offered on this connection", "mechanism", req.Mechanism,
 			"offered", offered, "remote", remoteOf(c))
@@ -182,6 +210,7 @@ func (l *Listener) saslAuthenticate(c *kafkawire.Conn, req *kmsg.SASLAuthenticat
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	a := authOf(c)
 	fail := func(code *kerr.Error, msg string) *kmsg.SASLAuthenticateResponse {
+		l.secStats.authFailures.Add(1)
 		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
 		if c != nil && c.Session != nil {
 			c.Session.CloseAfterResponse("SASL authentication failed: " + msg)
@@ -206,6 +235,7 @@ func (l *Listener) saslAuthenticate(c *kafkawire.Conn, req *kmsg.SASLAuthenticat
 	resp.SASLAuthBytes = out
 	if done {
 		a.user, a.session = a.session.User(), nil
+		l.secStats.auths.Add(1)
 		l.log.Info("client authenticated", "principal", "User:"+a.user, "mechanism", a.mechanism, "remote", remoteOf(c))
 	}
 	return resp

@@ -273,6 +273,14 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 		})
 	})
 
+	t.Run("counted", func(t *testing.T) {
+		// Wrong password, unknown user, PLAIN without TLS at least; the
+		// denials above; the anonymous Metadata.
+		if n := c.securityCounts(); n.AuthenticationFailures < 3 || n.Denials < 5 || n.Unauthenticated < 1 || n.Authentications < 3 {
+			t.Fatalf("security counters: %+v", n)
+		}
+	})
+
 	t.Run("credentials described and deleted", func(t *testing.T) {
 		d, err := admin.DescribeUserSCRAMs(ctx)
 		if err != nil || len(d) != 3 || d["bob"].CredInfos[0].Iterations != 8192 {
@@ -292,6 +300,23 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 			t.Fatalf("deleted user logs in: %v", err)
 		}
 	})
+}
+
+// securityCounts sums the listeners' security counters.
+func (c *testCluster) securityCounts() SecurityCounts {
+	var sum SecurityCounts
+	_, ls := c.snapshot()
+	for _, l := range ls {
+		if l == nil {
+			continue
+		}
+		s := l.SecurityCounts()
+		sum.Authentications += s.Authentications
+		sum.AuthenticationFailures += s.AuthenticationFailures
+		sum.Denials += s.Denials
+		sum.Unauthenticated += s.Unauthenticated
+	}
+	return sum
 }
 
 // waitConfigIn waits until the active voter's image shows a topic config.

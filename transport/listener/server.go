@@ -125,6 +125,7 @@ type Listener struct {
 	warned map[string]bool
 
 	superUsers map[string]bool
+	secStats   securityCounters
 	// stop closes with the listener; bootstrapDone when bootstrapUsers
 	// has returned.
 	stop          chan struct{}
@@ -314,6 +315,7 @@ func (l *Listener) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Reque
 
 func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
 	if l.saslEnabled() && !preAuthAPI(req.Key()) && !l.identify(c).authenticated {
+		l.secStats.unauthenticated.Add(1)
 		return nil, fmt.Errorf("%s before SASL authentication", kmsg.NameForKey(req.Key()))
 	}
 	if denied := l.authorizeBroker(c, req); denied != nil {
