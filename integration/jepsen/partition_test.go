@@ -222,8 +222,17 @@ func TestPartitionRules(t *testing.T) {
 		helpers[2].ask(t, "udp %s", helpers[3].addr)
 		helpers[3].ask(t, "udp %s", helpers[2].addr)
 	}
-	if got := helpers[3].ask(t, "seen"); !strings.Contains(got, nemesis.HostIP(2)+"=3") {
-		t.Errorf("host 3 saw %q, want 3 datagrams from host 2", got)
+	// The helper counts datagrams as its reader gets them, which may be
+	// after the senders answered: wait for the count.
+	seen := ""
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if seen = helpers[3].ask(t, "seen"); strings.Contains(seen, nemesis.HostIP(2)+"=3") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(seen, nemesis.HostIP(2)+"=3") {
+		t.Errorf("host 3 saw %q, want 3 datagrams from host 2", seen)
 	}
 	if got := helpers[2].ask(t, "seen"); strings.Contains(got, nemesis.HostIP(3)+"=") {
 		t.Errorf("host 2 saw %q: datagrams from host 3 passed the cut", got)
