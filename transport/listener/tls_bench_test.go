@@ -60,10 +60,24 @@ func BenchmarkTLSOverhead(b *testing.B) {
 // createTopicsLoad creates n one-partition topics (replication factor 3)
 // from the given number of kgo clients, each with its own connections,
 // and returns each call's latency and the total time.
-func createTopicsLoad(b *testing.B, c *testCluster, clients, n int) ([]time.Duration, time.Duration) {
+//
+// With login set, each client is made with only the seeds, the cluster's
+// TLS and login (not the harness's own client options), so that it acts
+// as that principal.
+func createTopicsLoad(b *testing.B, c *testCluster, clients, n int, login ...kgo.Opt) ([]time.Duration, time.Duration) {
 	adms := make([]*kadm.Client, clients)
 	for i := range adms {
-		cl := c.client(kgo.RetryTimeout(2 * time.Minute))
+		var cl *kgo.Client
+		if len(login) > 0 {
+			var err error
+			opts := append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(2 * time.Minute)}, c.clientTLS()...)
+			if cl, err = kgo.NewClient(append(opts, login...)...); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(cl.Close)
+		} else {
+			cl = c.client(kgo.RetryTimeout(2 * time.Minute))
+		}
 		adms[i] = kadm.NewClient(cl)
 		// Connect to the controller (and complete the TLS handshake) before
 		// the clock starts: a validate-only creation goes where a creation
