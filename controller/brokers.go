@@ -2,7 +2,7 @@ package controller
 
 import (
 	"context"
-	"sort"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -387,7 +387,7 @@ func (ec *eventCtx) partitionsOf(id int32) (led, hosted []partRef) {
 func sortedTopics(im fsm.Reader) []*fsm.Topic {
 	var out []*fsm.Topic
 	im.ForEachTopic(func(t *fsm.Topic) bool { out = append(out, t); return true })
-	sort.Slice(out, func(i, j int) bool { return lessRef(partRef{id: out[i].ID}, partRef{id: out[j].ID}) })
+	slices.SortFunc(out, func(a, b *fsm.Topic) int { return compareIDs(a.ID, b.ID) })
 	return out
 }
 

@@ -1,7 +1,9 @@
 package controller
 
 import (
-	"bytes"
+	"cmp"
+	"encoding/binary"
+	"slices"
 	"sort"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
@@ -16,11 +18,22 @@ type partRef struct {
 	part int32
 }
 
-func lessRef(a, b partRef) bool {
-	if a.id != b.id {
-		return bytes.Compare(a.id[:], b.id[:]) < 0
+func lessRef(a, b partRef) bool { return compareRef(a, b) < 0 }
+
+// compareRef orders partitions by topic id (as bytes) and then number.
+func compareRef(a, b partRef) int {
+	if c := compareIDs(a.id, b.id); c != 0 {
+		return c
 	}
-	return a.part < b.part
+	return cmp.Compare(a.part, b.part)
+}
+
+// compareIDs compares topic ids as byte strings, eight bytes at a time.
+func compareIDs(a, b rl.TopicID) int {
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:]))
 }
 
 type stopEntry struct {
@@ -116,9 +129,9 @@ func (p *plan) merge(o *plan) {
 	}
 }
 
-// sortedUnique sorts refs and drops repeats, in place.
+// sortedUnique sorts refs and drops repeats.
 func sortedUnique(refs []partRef) []partRef {
-	sort.Slice(refs, func(i, j int) bool { return lessRef(refs[i], refs[j]) })
+	refs = sortRuns(refs, compareRef)
 	out := refs[:0]
 	for i, r := range refs {
 		if i == 0 || r.id != refs[i-1].id || r.part != refs[i-1].part {
@@ -128,12 +141,59 @@ func sortedUnique(refs []partRef) []partRef {
 	return out
 }
 
+// sortRuns sorts s stably and returns it (possibly in another array). A
+// plan appends its entries in a few sorted runs, one per pass over the
+// image: those are merged rather than sorted again.
+func sortRuns[T any](s []T, cmp func(a, b T) int) []T {
+	var starts []int
+	for i := 1; i < len(s); i++ {
+		if cmp(s[i-1], s[i]) > 0 {
+			starts = append(starts, i)
+			if len(starts) > 16 {
+				slices.SortStableFunc(s, cmp)
+				return s
+			}
+		}
+	}
+	if len(starts) == 0 {
+		return s
+	}
+	bounds := append(append([]int{0}, starts...), len(s))
+	buf := make([]T, len(s))
+	for len(bounds) > 2 {
+		next := []int{0}
+		for i := 0; i+1 < len(bounds); i += 2 {
+			lo, mid := bounds[i], bounds[i+1]
+			hi := mid
+			if i+2 < len(bounds) {
+				hi = bounds[i+2]
+			}
+			a, b, o := lo, mid, lo
+			for a < mid && b < hi {
+				if cmp(s[b], s[a]) < 0 {
+					buf[o] = s[b]
+					b++
+				} else {
+					buf[o] = s[a]
+					a++
+				}
+				o++
+			}
+			o += copy(buf[o:], s[a:mid])
+			copy(buf[o:], s[b:hi])
+			next = append(next, hi)
+		}
+		s, buf, bounds = buf, s, next
+	}
+	return s
+}
+
 func sortedRefs[V any](m map[partRef]V) []partRef {
 	out := make([]partRef, 0, len(m))
 	for r := range m {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return lessRef(out[i], out[j]) })
+	slices.SortFunc(out, compareRef)
 	return out
 }
 
@@ -207,11 +267,10 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		if byID[b] == nil {
 			continue // fenced or gone since: it will catch up when it returns
 		}
-		if less := func(i, j int) bool { return lessRef(items[i].ref, items[j].ref) }; !sort.SliceIsSorted(items, less) {
-			sort.Slice(items, less)
-		}
+		items = sortRuns(items, func(a, b laiItem) int { return compareRef(a.ref, b.ref) })
 		req := &LeaderAndIsr{Header: header(b), Partitions: make([]PartitionState, 0, len(items))}
 		leaders := map[int32]bool{}
+		k := 0 // items and shared are both sorted: the search only moves on
 		for i := 0; i < len(items); {
 			ref, isNew := items[i].ref, items[i].isNew
 			j := i + 1
@@ -221,7 +280,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 			i = j
 			// Every LeaderAndIsr partition is in the UpdateMetadata set, read
 			// once: find it there instead of in the image.
-			k := sort.Search(len(shared), func(k int) bool { return !lessRef(stateRef(&shared[k]), ref) })
+			k = searchStates(shared, k, ref)
 			if k == len(shared) || shared[k].TopicID != ref.id || shared[k].Partition != ref.part {
 				continue // the partition is gone
 			}
@@ -265,7 +324,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 	}
 
 	for b, items := range p.stop {
-		sort.SliceStable(items, func(i, j int) bool { return lessRef(items[i].ref, items[j].ref) })
+		items = sortRuns(items, func(a, b stopItem) int { return compareRef(a.ref, b.ref) })
 		req := &StopReplica{Header: header(b), Partitions: make([]StopPartition, 0, len(items))}
 		for i := 0; i < len(items); {
 			it := items[i]
@@ -338,10 +397,30 @@ func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32)
 
 func stateRef(ps *PartitionState) partRef { return partRef{id: ps.TopicID, part: ps.Partition} }
 
+// searchStates returns the first index at or after from whose partition is
+// not before ref in the sorted states s, galloping from from: a sorted
+// run of lookups costs the log of the distance between them.
+func searchStates(s []PartitionState, from int, ref partRef) int {
+	before := func(k int) bool { return compareRef(stateRef(&s[k]), ref) < 0 }
+	if from >= len(s) || !before(from) {
+		return from
+	}
+	lo, step := from, 1 // s[lo] is before ref
+	hi := lo + step
+	for hi < len(s) && before(hi) {
+		lo = hi
+		step *= 2
+		hi = lo + step
+	}
+	if hi > len(s) {
+		hi = len(s)
+	}
+	// s[lo] is before ref; s[hi] is not, or hi == len(s).
+	return lo + 1 + sort.Search(hi-lo-1, func(i int) bool { return !before(lo + 1 + i) })
+}
+
 func sortStates(s []PartitionState) {
-	sort.Slice(s, func(i, j int) bool {
-		return lessRef(partRef{id: s[i].TopicID, part: s[i].Partition}, partRef{id: s[j].TopicID, part: s[j].Partition})
-	})
+	slices.SortFunc(s, func(a, b PartitionState) int { return compareRef(stateRef(&a), stateRef(&b)) })
 }
 
 // mergeStates merges two sorted lists, dropping duplicates.

@@ -1,8 +1,9 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -56,14 +57,14 @@ func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
 // as one record per topic, and their effects are planned. It returns the
 // replicas that moved.
 func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.ReplicaState) ([]replica, error) {
-	less := func(i, j int) bool {
-		if replicas[i].broker != replicas[j].broker {
-			return replicas[i].broker < replicas[j].broker
+	byBroker := func(a, b replica) int {
+		if a.broker != b.broker {
+			return cmp.Compare(a.broker, b.broker)
 		}
-		return lessRef(replicas[i].ref, replicas[j].ref)
+		return compareRef(a.ref, b.ref)
 	}
-	if !sort.SliceIsSorted(replicas, less) {
-		sort.Slice(replicas, less)
+	if !slices.IsSortedFunc(replicas, byBroker) {
+		slices.SortFunc(replicas, byBroker)
 	}
 	im := ec.img()
 	var valid []replica
@@ -109,7 +110,7 @@ func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaStat
 		}
 		byTopic[r.ref.id] = append(byTopic[r.ref.id], rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker})
 	}
-	sort.Slice(order, func(i, j int) bool { return lessRef(partRef{id: order[i]}, partRef{id: order[j]}) })
+	slices.SortFunc(order, compareIDs)
 	for _, id := range order {
 		if err := ec.stageEach(&rl.ReplicaStateChange{TopicID: id, State: target, Replicas: byTopic[id]}); err != nil {
 			return err
@@ -175,8 +176,8 @@ func (ec *eventCtx) offlineReplicaEffect(r replica) error {
 // (a partition whose election failed stays where it was, except for the
 // last-ISR case of the Offline strategy, which commits leader -1).
 func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.PartitionState, strategy Strategy, unclean func(partRef) bool) (map[partRef]error, error) {
-	if less := func(i, j int) bool { return lessRef(refs[i], refs[j]) }; !sort.SliceIsSorted(refs, less) {
-		sort.Slice(refs, less)
+	if !slices.IsSortedFunc(refs, compareRef) {
+		slices.SortFunc(refs, compareRef)
 	}
 	failed := map[partRef]error{}
 	byTopic := map[rl.TopicID][]int32{}
