@@ -41,10 +41,9 @@ type stopEntry struct {
 	leaderEpoch int32
 }
 
-type laiItem struct {
-	ref   partRef
-	isNew bool
-}
+// laiItem is an index into plan.um, shifted left by one, with the low bit
+// set for a new replica.
+type laiItem uint32
 
 type stopItem struct {
 	ref partRef
@@ -62,7 +61,8 @@ type stopItem struct {
 type plan struct {
 	lai  map[int32][]laiItem
 	stop map[int32][]stopItem
-	// um holds partitions every live broker gets in UpdateMetadata.
+	// um holds partitions every live broker gets in UpdateMetadata; a
+	// LeaderAndIsr names its partitions by their index in um.
 	um []partRef
 	// umAll sends UpdateMetadata to every live broker even with no
 	// partitions: the broker list itself changed.
@@ -91,8 +91,12 @@ func (p *plan) empty() bool {
 // as every LeaderAndIsr does, the partition to all live brokers in
 // UpdateMetadata.
 func (p *plan) leaderAndIsr(ref partRef, brokers []int32, isNew bool) {
+	it := laiItem(len(p.um)) << 1
+	if isNew {
+		it |= 1
+	}
 	for _, b := range brokers {
-		p.lai[b] = append(p.lai[b], laiItem{ref: ref, isNew: isNew})
+		p.lai[b] = append(p.lai[b], it)
 	}
 	p.um = append(p.um, ref)
 }
@@ -111,8 +115,11 @@ func (p *plan) merge(o *plan) {
 		*p = *o
 		return
 	}
+	shift := laiItem(len(p.um)) << 1
 	for b, items := range o.lai {
-		p.lai[b] = append(p.lai[b], items...)
+		for _, it := range items {
+			p.lai[b] = append(p.lai[b], it+shift)
+		}
 	}
 	for b, items := range o.stop {
 		p.stop[b] = append(p.stop[b], items...)
@@ -127,18 +134,6 @@ func (p *plan) merge(o *plan) {
 			p.catchUp[b] = off
 		}
 	}
-}
-
-// sortedUnique sorts refs and drops repeats.
-func sortedUnique(refs []partRef) []partRef {
-	refs = sortRuns(refs, compareRef)
-	out := refs[:0]
-	for i, r := range refs {
-		if i == 0 || r.id != refs[i-1].id || r.part != refs[i-1].part {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // sortRuns sorts s stably and returns it (possibly in another array). A
@@ -256,10 +251,23 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		return h
 	}
 
-	umRefs := sortedUnique(p.um)
-	shared := make([]PartitionState, 0, len(umRefs))
-	for _, ref := range umRefs {
-		if ps, ok := partitionState(im, ref); ok {
+	// Sort the UpdateMetadata partitions through a permutation, so that
+	// at[i] can tell where um[i] ended up among the states.
+	order := make([]int32, len(p.um))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	order = sortRuns(order, func(a, b int32) int { return compareRef(p.um[a], p.um[b]) })
+	at := make([]int32, len(p.um)) // index in shared, -1 for a partition gone
+	shared := make([]PartitionState, 0, len(order))
+	for i, k := range order {
+		if i > 0 && compareRef(p.um[order[i-1]], p.um[k]) == 0 {
+			at[k] = at[order[i-1]]
+			continue
+		}
+		at[k] = -1
+		if ps, ok := partitionState(im, p.um[k]); ok {
+			at[k] = int32(len(shared))
 			shared = append(shared, ps)
 		}
 	}
@@ -267,23 +275,26 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		if byID[b] == nil {
 			continue // fenced or gone since: it will catch up when it returns
 		}
-		items = sortRuns(items, func(a, b laiItem) int { return compareRef(a.ref, b.ref) })
-		req := &LeaderAndIsr{Header: header(b), Partitions: make([]PartitionState, 0, len(items))}
+		// Each item becomes its state's index in shared, shifted, with
+		// the new-replica bit: sorted, repeats of a partition are next to
+		// each other.
+		keys := make([]uint32, 0, len(items))
+		for _, it := range items {
+			if k := at[it>>1]; k >= 0 {
+				keys = append(keys, uint32(k)<<1|uint32(it&1))
+			}
+		}
+		keys = sortRuns(keys, cmp.Compare[uint32])
+		req := &LeaderAndIsr{Header: header(b), Partitions: make([]PartitionState, 0, len(keys))}
 		leaders := map[int32]bool{}
-		k := 0 // items and shared are both sorted: the search only moves on
-		for i := 0; i < len(items); {
-			ref, isNew := items[i].ref, items[i].isNew
+		for i := 0; i < len(keys); {
+			k := keys[i] >> 1
+			isNew := keys[i]&1 == 1
 			j := i + 1
-			for ; j < len(items) && items[j].ref.id == ref.id && items[j].ref.part == ref.part; j++ {
-				isNew = isNew || items[j].isNew
+			for ; j < len(keys) && keys[j]>>1 == k; j++ {
+				isNew = isNew || keys[j]&1 == 1
 			}
 			i = j
-			// Every LeaderAndIsr partition is in the UpdateMetadata set, read
-			// once: find it there instead of in the image.
-			k = searchStates(shared, k, ref)
-			if k == len(shared) || shared[k].TopicID != ref.id || shared[k].Partition != ref.part {
-				continue // the partition is gone
-			}
 			ps := shared[k]
 			ps.IsNew = isNew
 			req.Partitions = append(req.Partitions, ps)
@@ -396,28 +407,6 @@ func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32)
 }
 
 func stateRef(ps *PartitionState) partRef { return partRef{id: ps.TopicID, part: ps.Partition} }
-
-// searchStates returns the first index at or after from whose partition is
-// not before ref in the sorted states s, galloping from from: a sorted
-// run of lookups costs the log of the distance between them.
-func searchStates(s []PartitionState, from int, ref partRef) int {
-	before := func(k int) bool { return compareRef(stateRef(&s[k]), ref) < 0 }
-	if from >= len(s) || !before(from) {
-		return from
-	}
-	lo, step := from, 1 // s[lo] is before ref
-	hi := lo + step
-	for hi < len(s) && before(hi) {
-		lo = hi
-		step *= 2
-		hi = lo + step
-	}
-	if hi > len(s) {
-		hi = len(s)
-	}
-	// s[lo] is before ref; s[hi] is not, or hi == len(s).
-	return lo + 1 + sort.Search(hi-lo-1, func(i int) bool { return !before(lo + 1 + i) })
-}
 
 func sortStates(s []PartitionState) {
 	slices.SortFunc(s, func(a, b PartitionState) int { return compareRef(stateRef(&a), stateRef(&b)) })
