@@ -101,6 +101,9 @@ func (p *plan) leaderAndIsr(ref partRef, brokers []int32, isNew bool) {
 	p.um = append(p.um, ref)
 }
 
+// reserve makes room for n more UpdateMetadata partitions.
+func (p *plan) reserve(n int) { p.um = slices.Grow(p.um, n) }
+
 // updateMetadata sends the partition to all live brokers.
 func (p *plan) updateMetadata(ref partRef) { p.um = append(p.um, ref) }
 

@@ -67,7 +67,10 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 		slices.SortFunc(replicas, byBroker)
 	}
 	im := ec.img()
-	var valid []replica
+	valid := make([]replica, 0, len(replicas))
+	if target == rl.OfflineReplica {
+		ec.plan.reserve(len(replicas))
+	}
 	for _, r := range replicas {
 		p := im.Partition(r.ref.id, r.ref.part)
 		from := rl.NonExistentReplica
@@ -180,13 +183,22 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 		slices.SortFunc(refs, compareRef)
 	}
 	failed := map[partRef]error{}
-	byTopic := map[rl.TopicID][]int32{}
-	var order []rl.TopicID
+	// refs are sorted: each topic's partitions are one run of parts.
+	type topicRun struct {
+		id         rl.TopicID
+		start, end int
+	}
+	parts := make([]int32, 0, len(refs))
+	var runs []topicRun
 	add := func(ref partRef) {
-		if _, ok := byTopic[ref.id]; !ok {
-			order = append(order, ref.id)
+		if n := len(runs); n == 0 || runs[n-1].id != ref.id {
+			runs = append(runs, topicRun{id: ref.id, start: len(parts)})
 		}
-		byTopic[ref.id] = append(byTopic[ref.id], ref.part)
+		parts = append(parts, ref.part)
+		runs[len(runs)-1].end = len(parts)
+	}
+	if target == rl.OnlinePartition {
+		ec.plan.reserve(len(refs))
 	}
 	var offline []partRef
 	live, shutting := ec.liveSet()
@@ -241,8 +253,8 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 		ec.plan.leaderAndIsr(ref, el.Receivers, p.State == rl.NewPartition)
 		add(ref)
 	}
-	for _, id := range order {
-		if err := ec.stageEach(&rl.PartitionStateChange{TopicID: id, State: target, Partitions: byTopic[id]}); err != nil {
+	for _, r := range runs {
+		if err := ec.stageEach(&rl.PartitionStateChange{TopicID: r.id, State: target, Partitions: parts[r.start:r.end:r.end]}); err != nil {
 			return nil, err
 		}
 	}
