@@ -31,6 +31,8 @@ func applyRecord(im store, idx uint64, r rl.Record) error {
 		return applyPartition(im, idx, rec)
 	case *rl.PartitionChange:
 		return applyPartitionChange(im, idx, rec)
+	case *rl.PartitionChanges:
+		return applyPartitionChanges(im, idx, rec)
 	case *rl.ReplicaStateChange:
 		return applyReplicaStates(im, idx, rec)
 	case *rl.PartitionStateChange:
@@ -199,17 +201,90 @@ func partitionOf(im store, id rl.TopicID, p int32) (*Topic, *Partition, error) {
 }
 
 func applyPartitionChange(im store, idx uint64, r *rl.PartitionChange) error {
-	t, cur, err := partitionOf(im, r.TopicID, r.Partition)
+	t := im.topic(r.TopicID)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	d := r.Delta()
+	next, reassign, err := partitionChange(im, idx, t, &d)
 	if err != nil {
 		return err
 	}
+	commitPartitionChange(im, t.ID, &d, next, reassign)
+	return nil
+}
+
+// applyPartitionChanges applies changes to distinct partitions of one
+// topic, each as a PartitionChange would, all or none.
+func applyPartitionChanges(im store, idx uint64, r *rl.PartitionChanges) error {
+	t := im.topic(r.TopicID)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	if len(r.Changes) == 0 {
+		return fmt.Errorf("%w: no partition changes", ErrInvalidRecord)
+	}
+	if err := distinctPartitions(r.Changes); err != nil {
+		return err
+	}
+	// Each change reads and writes only its own partition (and that
+	// partition's reassignment), so checking them all against the image
+	// before writing any is the same as applying them one by one.
+	type change struct {
+		next     Partition
+		reassign Reassignment
+	}
+	nexts := make([]change, len(r.Changes))
+	for i := range r.Changes {
+		next, reassign, err := partitionChange(im, idx, t, &r.Changes[i])
+		if err != nil {
+			return fmt.Errorf("change %d: %w", i, err)
+		}
+		nexts[i] = change{next: next, reassign: reassign}
+	}
+	for i := range r.Changes {
+		commitPartitionChange(im, t.ID, &r.Changes[i], nexts[i].next, nexts[i].reassign)
+	}
+	return nil
+}
+
+func distinctPartitions(changes []rl.PartitionDelta) error {
+	if len(changes) <= 16 {
+		for i := range changes {
+			for j := 0; j < i; j++ {
+				if changes[j].Partition == changes[i].Partition {
+					return fmt.Errorf("%w: partition %d changed twice", ErrInvalidRecord, changes[i].Partition)
+				}
+			}
+		}
+		return nil
+	}
+	seen := make(map[int32]struct{}, len(changes))
+	for i := range changes {
+		p := changes[i].Partition
+		if _, dup := seen[p]; dup {
+			return fmt.Errorf("%w: partition %d changed twice", ErrInvalidRecord, p)
+		}
+		seen[p] = struct{}{}
+	}
+	return nil
+}
+
+// partitionChange checks a change of a partition of topic t against the
+// image and returns the partition as the change leaves it, without
+// writing anything.
+func partitionChange(im store, idx uint64, t *Topic, r *rl.PartitionDelta) (Partition, Reassignment, error) {
+	cur := im.partition(t.ID, r.Partition)
+	if cur == nil {
+		return Partition{}, Reassignment{}, fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, r.Partition)
+	}
 	if r.PartitionEpoch != cur.PartitionEpoch {
-		return fmt.Errorf("%w: %q partition %d is at epoch %d, change computed from %d", ErrStalePartitionEpoch, t.Name, r.Partition, cur.PartitionEpoch, r.PartitionEpoch)
+		return Partition{}, Reassignment{}, fmt.Errorf("%w: %q partition %d is at epoch %d, change computed from %d", ErrStalePartitionEpoch, t.Name, r.Partition, cur.PartitionEpoch, r.PartitionEpoch)
 	}
 	next := *cur
 	if r.Has(rl.ChangeReplicas) {
 		if err := checkReplicaList("replicas", r.Replicas, false); err != nil {
-			return err
+			return Partition{}, Reassignment{}, err
 		}
 		next.Replicas = append([]int32(nil), r.Replicas...)
 		next.ReplicaStates = make([]rl.ReplicaState, len(r.Replicas))
@@ -219,7 +294,7 @@ func applyPartitionChange(im store, idx uint64, r *rl.PartitionChange) error {
 	}
 	if r.Has(rl.ChangeISR) {
 		if err := checkReplicaList("isr", r.ISR, true); err != nil {
-			return err
+			return Partition{}, Reassignment{}, err
 		}
 		next.ISR = append([]int32(nil), r.ISR...)
 	}
@@ -227,24 +302,24 @@ func applyPartitionChange(im store, idx uint64, r *rl.PartitionChange) error {
 		next.Leader = r.Leader
 	}
 	if !subset(next.ISR, next.Replicas) {
-		return fmt.Errorf("%w: isr %v is not within replicas %v", ErrInvalidRecord, next.ISR, next.Replicas)
+		return Partition{}, Reassignment{}, fmt.Errorf("%w: isr %v is not within replicas %v", ErrInvalidRecord, next.ISR, next.Replicas)
 	}
 	if next.Leader < rl.NoLeader {
-		return fmt.Errorf("%w: leader %d", ErrInvalidRecord, next.Leader)
+		return Partition{}, Reassignment{}, fmt.Errorf("%w: leader %d", ErrInvalidRecord, next.Leader)
 	}
 	if next.Leader != rl.NoLeader && indexOf(next.Replicas, next.Leader) < 0 {
-		return fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, next.Leader, next.Replicas)
+		return Partition{}, Reassignment{}, fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, next.Leader, next.Replicas)
 	}
 	var reassign Reassignment
 	if r.Has(rl.ChangeReassignment) {
 		if err := checkReplicaList("adding", r.Adding, true); err != nil {
-			return err
+			return Partition{}, Reassignment{}, err
 		}
 		if err := checkReplicaList("removing", r.Removing, true); err != nil {
-			return err
+			return Partition{}, Reassignment{}, err
 		}
 		if !subset(r.Adding, next.Replicas) || !subset(r.Removing, next.Replicas) {
-			return fmt.Errorf("%w: adding %v / removing %v not within replicas %v", ErrInvalidRecord, r.Adding, r.Removing, next.Replicas)
+			return Partition{}, Reassignment{}, fmt.Errorf("%w: adding %v / removing %v not within replicas %v", ErrInvalidRecord, r.Adding, r.Removing, next.Replicas)
 		}
 		reassign = Reassignment{Adding: append([]int32(nil), r.Adding...), Removing: append([]int32(nil), r.Removing...)}
 	}
@@ -253,11 +328,14 @@ func applyPartitionChange(im store, idx uint64, r *rl.PartitionChange) error {
 	}
 	next.PartitionEpoch++
 	next.ChangedAt = idx
-	im.setPartition(r.TopicID, r.Partition, next)
+	return next, reassign, nil
+}
+
+func commitPartitionChange(im store, id rl.TopicID, r *rl.PartitionDelta, next Partition, reassign Reassignment) {
+	im.setPartition(id, r.Partition, next)
 	if r.Has(rl.ChangeReassignment) {
-		setReassignment(im.writableTopic(r.TopicID), r.Partition, reassign)
+		setReassignment(im.writableTopic(id), r.Partition, reassign)
 	}
-	return nil
 }
 
 func setReassignment(t *Topic, p int32, r Reassignment) {

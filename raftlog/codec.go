@@ -167,6 +167,12 @@ func validate(r Record) error {
 		if rec.Set&^(ChangeLeader|ChangeISR|ChangeReplicas|ChangeReassignment) != 0 {
 			return fmt.Errorf("field Set: unknown bits %#x", rec.Set)
 		}
+	case *PartitionChanges:
+		for i := range rec.Changes {
+			if set := rec.Changes[i].Set; set&^(ChangeLeader|ChangeISR|ChangeReplicas|ChangeReassignment) != 0 {
+				return fmt.Errorf("field Changes[%d].Set: unknown bits %#x", i, set)
+			}
+		}
 	}
 	return nil
 }

@@ -32,6 +32,12 @@ func sampleRecords() []Record {
 		&PartitionStateChange{TopicID: tid, State: OnlinePartition, Partitions: []int32{0, 1, 2}},
 		&BeginDeleteTopic{TopicID: tid},
 		&RemoveTopic{TopicID: tid},
+		&PartitionChanges{TopicID: tid, Changes: []PartitionDelta{
+			{Partition: 5, PartitionEpoch: 11, Set: ChangeLeader | ChangeISR, Leader: 2, ISR: []int32{2, 3}},
+			{Partition: 6, PartitionEpoch: 3, Set: ChangeISR, Leader: 1, ISR: []int32{}},
+			{Partition: 7, PartitionEpoch: 12, Set: ChangeReplicas | ChangeReassignment,
+				Replicas: []int32{1, 2, 3, 4}, Adding: []int32{4}, Removing: []int32{1}},
+		}},
 	}
 }
 

@@ -108,3 +108,41 @@ func (r *PartitionStateChange) EncodeMsgpack(e *msgpack.Encoder) error {
 	}
 	return encodeInt32s(e, r.Partitions)
 }
+
+func (r *PartitionChanges) EncodeMsgpack(e *msgpack.Encoder) error {
+	if err := e.EncodeArrayLen(2); err != nil {
+		return err
+	}
+	if err := encodeTopicID(e, r.TopicID); err != nil {
+		return err
+	}
+	if r.Changes == nil {
+		return e.EncodeNil()
+	}
+	if err := e.EncodeArrayLen(len(r.Changes)); err != nil {
+		return err
+	}
+	for i := range r.Changes {
+		d := &r.Changes[i]
+		if err := e.EncodeArrayLen(8); err != nil {
+			return err
+		}
+		for _, v := range []int32{d.Partition, d.PartitionEpoch} {
+			if err := e.EncodeInt32(v); err != nil {
+				return err
+			}
+		}
+		if err := e.EncodeUint8(d.Set); err != nil {
+			return err
+		}
+		if err := e.EncodeInt32(d.Leader); err != nil {
+			return err
+		}
+		for _, s := range [][]int32{d.ISR, d.Replicas, d.Adding, d.Removing} {
+			if err := encodeInt32s(e, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

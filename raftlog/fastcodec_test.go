@@ -14,6 +14,7 @@ type (
 	plainPartitionChange      PartitionChange
 	plainReplicaStateChange   ReplicaStateChange
 	plainPartitionStateChange PartitionStateChange
+	plainPartitionChanges     PartitionChanges
 )
 
 func TestFastCodecMatchesStructTags(t *testing.T) {
@@ -28,6 +29,8 @@ func TestFastCodecMatchesStructTags(t *testing.T) {
 			plain = (*plainReplicaStateChange)(v)
 		case *PartitionStateChange:
 			plain = (*plainPartitionStateChange)(v)
+		case *PartitionChanges:
+			plain = (*plainPartitionChanges)(v)
 		default:
 			continue
 		}
@@ -63,4 +66,35 @@ func BenchmarkDecodeBatchPartitionChanges(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
+
+func TestPartitionChangesCountIsBoundedByInput(t *testing.T) {
+	// A declared count of 65535 changes in a few bytes is refused before
+	// anything is allocated for it.
+	b, _ := EncodeRecord(&PartitionChanges{TopicID: tid, Changes: []PartitionDelta{{Partition: 1}}})
+	i := bytes.IndexByte(b[2:], 0x91) + 2 // the one-element array of changes
+	bad := append(append(append([]byte(nil), b[:i]...), 0xdc, 0xff, 0xff), b[i+1:]...)
+	if _, err := DecodeRecord(bad); err == nil {
+		t.Fatal("an oversized change count decoded")
+	}
+}
+
+func BenchmarkDecodeBatchPartitionChangesRecord(b *testing.B) {
+	var recs []Record
+	for t := 0; t < 100; t++ {
+		rec := &PartitionChanges{TopicID: TopicID{byte(t)}}
+		for p := 0; p < 100; p++ {
+			rec.Changes = append(rec.Changes, PartitionDelta{Partition: int32(p), PartitionEpoch: 4, Set: ChangeLeader | ChangeISR, Leader: 2, ISR: []int32{2, 3}})
+		}
+		recs = append(recs, rec)
+	}
+	data, _ := EncodeBatch(recs)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeBatch(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10_000), "ns/change")
 }
