@@ -262,13 +262,16 @@ func (c *Controller) propose(records []rl.Record) ([]uint64, []globalRejection, 
 	}
 	per := c.cfg.MaxRecordsPerEntry
 	var futures []raft.ApplyFuture
+	var origins [][]int
 	for start := 0; start < len(records); start += per {
 		end := min(start+per, len(records))
-		data, err := rl.EncodeBatch(records[start:end])
+		entry, origin := coalesce(records[start:end])
+		data, err := rl.EncodeBatch(entry)
 		if err != nil {
 			return nil, nil, fmt.Errorf("encode: %w", err)
 		}
 		futures = append(futures, c.cfg.Log.Apply(data, c.cfg.ApplyTimeout))
+		origins = append(origins, origin)
 	}
 	indexes := make([]uint64, len(futures))
 	var rejected []globalRejection
@@ -284,7 +287,11 @@ func (c *Controller) propose(records []rl.Record) ([]uint64, []globalRejection, 
 		switch res := f.Response().(type) {
 		case *fsm.ApplyResult:
 			for _, r := range res.Rejected {
-				rejected = append(rejected, globalRejection{offset: i*per + r.Record, err: r.Err})
+				off := r.Record
+				if r.Record >= 0 && r.Record < len(origins[i]) {
+					off = origins[i][r.Record]
+				}
+				rejected = append(rejected, globalRejection{offset: i*per + off, err: r.Err})
 			}
 		case error:
 			if firstErr == nil {
@@ -307,4 +314,41 @@ func (c *Controller) send(p *plan, a *activation, offset uint64) {
 	for _, r := range reqs {
 		c.cfg.Sender.Send(r)
 	}
+}
+
+// coalesce writes each run of PartitionChange records of one topic, for
+// partitions in ascending order, as one PartitionChanges record: the same
+// changes, which the FSM applies the same way, in a fraction of the bytes
+// and decoding work. origin[i] is the position in records of the first
+// record that out[i] stands for.
+func coalesce(records []rl.Record) (out []rl.Record, origin []int) {
+	out = make([]rl.Record, 0, len(records))
+	origin = make([]int, 0, len(records))
+	for i := 0; i < len(records); {
+		first, ok := records[i].(*rl.PartitionChange)
+		j := i + 1
+		if ok {
+			last := first.Partition
+			for ; j < len(records); j++ {
+				pc, ok := records[j].(*rl.PartitionChange)
+				if !ok || pc.TopicID != first.TopicID || pc.Partition <= last {
+					break
+				}
+				last = pc.Partition
+			}
+		}
+		origin = append(origin, i)
+		if j-i < 2 {
+			out = append(out, records[i])
+			i = j
+			continue
+		}
+		rec := &rl.PartitionChanges{TopicID: first.TopicID, Changes: make([]rl.PartitionDelta, 0, j-i)}
+		for _, r := range records[i:j] {
+			rec.Changes = append(rec.Changes, r.(*rl.PartitionChange).Delta())
+		}
+		out = append(out, rec)
+		i = j
+	}
+	return out, origin
 }
