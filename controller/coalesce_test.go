@@ -21,7 +21,7 @@ func TestCoalescePacksRunsOfOneTopic(t *testing.T) {
 		pc(a, 2), pc(a, 7), pc(a, 8), // a run again
 		&rl.PartitionStateChange{TopicID: a, State: rl.OnlinePartition, Partitions: []int32{0}},
 	}
-	out, origin := coalesce(records)
+	out, origin := coalesce(records, 0, []int{0})
 	if want := []int{0, 1, 4, 5, 6, 9}; !reflect.DeepEqual(origin, want) {
 		t.Fatalf("origin = %v, want %v", origin, want)
 	}
@@ -41,5 +41,23 @@ func TestCoalescePacksRunsOfOneTopic(t *testing.T) {
 	}
 	if !reflect.DeepEqual(out, want) {
 		t.Fatalf("coalesce = %v, want %v", out, want)
+	}
+}
+
+func TestCoalesceStopsAtEventStarts(t *testing.T) {
+	a := rl.TopicID{1}
+	var records []rl.Record
+	for p := int32(0); p < 6; p++ {
+		records = append(records, &rl.PartitionChange{TopicID: a, Partition: p, Set: rl.ChangeLeader, Leader: 1})
+	}
+	// The chunk holds round records 10..15; events start at 3, 12 and 14.
+	out, origin := coalesce(records, 10, []int{3, 12, 14})
+	if want := []int{0, 2, 4}; !reflect.DeepEqual(origin, want) {
+		t.Fatalf("origin = %v, want %v", origin, want)
+	}
+	for i, r := range out {
+		if pcs, ok := r.(*rl.PartitionChanges); !ok || len(pcs.Changes) != 2 {
+			t.Fatalf("record %d = %v, want two changes packed", i, r)
+		}
 	}
 }

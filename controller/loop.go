@@ -181,7 +181,15 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 	rest := batch[len(spans):]
 
 	proposeStart := time.Now()
-	indexes, rejected, err := c.propose(records)
+	// A packed record applies all or none: it must not hold the changes
+	// of two events, whose outcomes are reported apart.
+	var starts []int
+	for _, sp := range spans {
+		if sp.ok && sp.end > sp.start {
+			starts = append(starts, sp.start)
+		}
+	}
+	indexes, rejected, err := c.propose(records, starts)
 	committed := time.Now()
 	if err != nil {
 		for i, sp := range spans {
@@ -256,7 +264,9 @@ func rejectedIn(rj []globalRejection, start, end int) error {
 // propose writes records as log entries of at most MaxRecordsPerEntry
 // records each, all in flight at once, and waits for them to commit and
 // apply. It returns each entry's index, and any record the FSM rejected.
-func (c *Controller) propose(records []rl.Record) ([]uint64, []globalRejection, error) {
+// starts lists, in ascending order, the positions where an event's
+// records begin: no packed record spans one.
+func (c *Controller) propose(records []rl.Record, starts []int) ([]uint64, []globalRejection, error) {
 	if len(records) == 0 {
 		return nil, nil, nil
 	}
@@ -265,7 +275,7 @@ func (c *Controller) propose(records []rl.Record) ([]uint64, []globalRejection, 
 	var origins [][]int
 	for start := 0; start < len(records); start += per {
 		end := min(start+per, len(records))
-		entry, origin := coalesce(records[start:end])
+		entry, origin := coalesce(records[start:end], start, starts)
 		data, err := rl.EncodeBatch(entry)
 		if err != nil {
 			return nil, nil, fmt.Errorf("encode: %w", err)
@@ -320,16 +330,26 @@ func (c *Controller) send(p *plan, a *activation, offset uint64) {
 // partitions in ascending order, as one PartitionChanges record: the same
 // changes, which the FSM applies the same way, in a fraction of the bytes
 // and decoding work. origin[i] is the position in records of the first
-// record that out[i] stands for.
-func coalesce(records []rl.Record) (out []rl.Record, origin []int) {
+// record that out[i] stands for. records sit at offset in the round,
+// whose events begin at the ascending positions starts: a run stops at
+// each.
+func coalesce(records []rl.Record, offset int, starts []int) (out []rl.Record, origin []int) {
 	out = make([]rl.Record, 0, len(records))
 	origin = make([]int, 0, len(records))
+	next := sort.SearchInts(starts, offset+1) // the first event start after records[0]
 	for i := 0; i < len(records); {
+		for next < len(starts) && starts[next] <= offset+i {
+			next++
+		}
+		stop := len(records)
+		if next < len(starts) {
+			stop = min(stop, starts[next]-offset)
+		}
 		first, ok := records[i].(*rl.PartitionChange)
 		j := i + 1
 		if ok {
 			last := first.Partition
-			for ; j < len(records); j++ {
+			for ; j < stop; j++ {
 				pc, ok := records[j].(*rl.PartitionChange)
 				if !ok || pc.TopicID != first.TopicID || pc.Partition <= last {
 					break
