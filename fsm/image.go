@@ -133,6 +133,9 @@ type Image struct {
 	partitions      int // existing partitions over all topics
 	appliedIndex    uint64
 	snapGen         uint64
+	// frozen counts the frozen views (snapshots being written, state
+	// hashes) that may still read topics of an older generation.
+	frozen int
 }
 
 func newImage() *Image {
@@ -245,6 +248,11 @@ func (im *Image) ForEachTopic(fn func(*Topic) bool) {
 func (im *Image) mutableTopic(id raftlog.TopicID) *Topic {
 	t := im.topics[id]
 	if t == nil || t.gen == im.snapGen {
+		return t
+	}
+	if im.frozen == 0 {
+		// Every frozen view is done with it: no clone needed.
+		t.gen = im.snapGen
 		return t
 	}
 	c := t.clone(im.snapGen)
