@@ -117,3 +117,36 @@ func BenchmarkImage1M(b *testing.B) {
 		runtime.KeepAlive(f)
 	}
 }
+
+// BenchmarkApplyPartitionChanges applies, to a 100k-partition image, an
+// ISR change of every partition (one PartitionChanges record per topic)
+// and a partition state change per topic, as a broker event's entries
+// look to a voter.
+func BenchmarkApplyPartitionChanges(b *testing.B) {
+	const partitions, perTopic = 100_000, 100
+	f := buildLargeImage(b, partitions)
+	im := f.img
+	idx := im.appliedIndex
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		var recs []rl.Record
+		for tn := 0; tn*perTopic < partitions; tn++ {
+			rec := &rl.PartitionChanges{TopicID: topicID(tn)}
+			pids := make([]int32, perTopic)
+			for p := int32(0); p < perTopic; p++ {
+				b0 := int32(tn*perTopic+int(p)) % 10
+				isr := []int32{b0, (b0 + 1) % 10, (b0 + 2) % 10}[:2+i%2]
+				rec.Changes = append(rec.Changes, rl.PartitionDelta{Partition: p, PartitionEpoch: int32(1 + i), Set: rl.ChangeISR, ISR: isr})
+				pids[p] = p
+			}
+			recs = append(recs, rec, &rl.PartitionStateChange{TopicID: topicID(tn), State: rl.OnlinePartition, Partitions: pids})
+		}
+		idx++
+		b.StartTimer()
+		if res := im.applyBatch(idx, recs); res.Err() != nil {
+			b.Fatal(res.Err())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*partitions), "ns/partition")
+}

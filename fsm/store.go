@@ -31,7 +31,13 @@ type store interface {
 	addPartitionCount(delta int)
 }
 
-func (im *Image) topic(id rl.TopicID) *Topic                { return im.topics[id] }
+func (im *Image) topic(id rl.TopicID) *Topic {
+	if h := im.hot; h != nil && h.ID == id {
+		return h
+	}
+	return im.topics[id]
+}
+
 func (im *Image) writableTopic(id rl.TopicID) *Topic        { return im.mutableTopic(id) }
 func (im *Image) broker(id int32) *Broker                   { return im.brokers[id] }
 func (im *Image) putBroker(b *Broker)                       { im.brokers[b.ID] = b }
@@ -42,18 +48,26 @@ func (im *Image) addPartitionCount(d int)                   { im.partitions += d
 func (im *Image) topicIDByName(n string) (rl.TopicID, bool) { id, ok := im.byName[n]; return id, ok }
 
 func (im *Image) putTopic(t *Topic) {
+	im.hot = nil
 	t.gen = im.snapGen
 	im.topics[t.ID] = t
 	im.byName[t.Name] = t.ID
 }
 
 func (im *Image) deleteTopic(t *Topic) {
+	im.hot = nil
 	delete(im.topics, t.ID)
 	delete(im.byName, t.Name)
 }
 
-func (im *Image) partition(id rl.TopicID, p int32) *Partition { return im.Partition(id, p) }
-func (im *Image) partitionSlots(id rl.TopicID) int32          { return im.PartitionCount(id) }
+func (im *Image) partition(id rl.TopicID, p int32) *Partition {
+	if h := im.hot; h != nil && h.ID == id {
+		return h.partition(p)
+	}
+	return im.Partition(id, p)
+}
+
+func (im *Image) partitionSlots(id rl.TopicID) int32 { return im.PartitionCount(id) }
 
 func (im *Image) setPartition(id rl.TopicID, p int32, v Partition) {
 	im.mutableTopic(id).parts[p] = v
