@@ -17,8 +17,24 @@ type (
 	plainPartitionChanges     PartitionChanges
 )
 
+// marshalCompact encodes v as the record encoder does.
+func marshalCompact(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	err := enc.Encode(v)
+	return buf.Bytes(), err
+}
+
 func TestFastCodecMatchesStructTags(t *testing.T) {
-	for _, r := range sampleRecords() {
+	wide := []Record{
+		// Integers of every width and sign.
+		&PartitionChange{TopicID: tid, Partition: 300, PartitionEpoch: 70_000, Set: 255, Leader: -1,
+			ISR: []int32{127, 128, 255, 256, 65_535, 65_536, -33, -129, 1 << 30}},
+		&ReplicaStateChange{TopicID: tid, State: 200, Replicas: []ReplicaRef{{Partition: 1 << 20, Broker: -5}}},
+		&PartitionChanges{TopicID: tid, Changes: []PartitionDelta{{Partition: 40_000, PartitionEpoch: -7, Set: 200, Leader: 1<<31 - 1}}},
+	}
+	for _, r := range append(sampleRecords(), wide...) {
 		var plain any
 		switch v := r.(type) {
 		case *Partition:
@@ -34,13 +50,16 @@ func TestFastCodecMatchesStructTags(t *testing.T) {
 		default:
 			continue
 		}
-		want, err := msgpack.Marshal(plain)
+		want, err := marshalCompact(plain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := msgpack.Marshal(r)
+		got, err := marshalCompact(r)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if enc, err := EncodeRecord(r); err != nil || !bytes.Equal(enc[2:], got) {
+			t.Errorf("%s: the record encoder wrote %x, want %x (%v)", r.Type(), enc, got, err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s: hand-written encoding %x differs from struct-tag encoding %x", r.Type(), got, want)
