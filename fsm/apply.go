@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -249,19 +250,18 @@ func applyPartitionChanges(im store, idx uint64, r *rl.PartitionChanges) error {
 }
 
 func distinctPartitions(changes []rl.PartitionDelta) error {
-	if len(changes) <= 16 {
-		for i := range changes {
-			for j := 0; j < i; j++ {
-				if changes[j].Partition == changes[i].Partition {
-					return fmt.Errorf("%w: partition %d changed twice", ErrInvalidRecord, changes[i].Partition)
-				}
-			}
-		}
-		return nil
-	}
-	seen := make(map[int32]struct{}, len(changes))
+	seen := map[int32]struct{}(nil)
 	for i := range changes {
 		p := changes[i].Partition
+		if seen == nil {
+			if i == 0 || p > changes[i-1].Partition {
+				continue // in order so far
+			}
+			seen = make(map[int32]struct{}, len(changes))
+			for j := range changes[:i] {
+				seen[changes[j].Partition] = struct{}{}
+			}
+		}
 		if _, dup := seen[p]; dup {
 			return fmt.Errorf("%w: partition %d changed twice", ErrInvalidRecord, p)
 		}
@@ -270,11 +270,23 @@ func distinctPartitions(changes []rl.PartitionDelta) error {
 	return nil
 }
 
+// refsOrdered reports whether refs are strictly ascending by (broker,
+// partition) or by (partition, broker): then none repeats.
+func refsOrdered(refs []rl.ReplicaRef) bool {
+	byBroker, byPartition := true, true
+	for i := 1; i < len(refs) && (byBroker || byPartition); i++ {
+		a, b := refs[i-1], refs[i]
+		byBroker = byBroker && (a.Broker < b.Broker || a.Broker == b.Broker && a.Partition < b.Partition)
+		byPartition = byPartition && (a.Partition < b.Partition || a.Partition == b.Partition && a.Broker < b.Broker)
+	}
+	return byBroker || byPartition
+}
+
 // partitionChange checks a change of a partition of topic t against the
 // image and returns the partition as the change leaves it, without
 // writing anything.
 func partitionChange(im store, idx uint64, t *Topic, r *rl.PartitionDelta) (Partition, Reassignment, error) {
-	cur := im.partition(t.ID, r.Partition)
+	cur := im.partitionIn(t, r.Partition)
 	if cur == nil {
 		return Partition{}, Reassignment{}, fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, r.Partition)
 	}
@@ -354,15 +366,21 @@ func applyReplicaStates(im store, idx uint64, r *rl.ReplicaStateChange) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
-	for i, ref := range r.Replicas {
-		p := im.partition(r.TopicID, ref.Partition)
+	// A list in order has no repeats; the controller writes them so.
+	var seen map[rl.ReplicaRef]struct{}
+	if !refsOrdered(r.Replicas) {
+		seen = make(map[rl.ReplicaRef]struct{}, len(r.Replicas))
+	}
+	for _, ref := range r.Replicas {
+		p := im.partitionIn(t, ref.Partition)
 		if p == nil {
 			return fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, ref.Partition)
 		}
-		for _, prev := range r.Replicas[:i] {
-			if prev == ref {
+		if seen != nil {
+			if _, dup := seen[ref]; dup {
 				return fmt.Errorf("%w: replica %d/%d listed twice", ErrInvalidRecord, ref.Partition, ref.Broker)
 			}
+			seen[ref] = struct{}{}
 		}
 		if indexOf(p.Replicas, ref.Broker) < 0 {
 			return fmt.Errorf("%w: broker %d is not in the assignment of %q partition %d", ErrInvalidTransition, ref.Broker, t.Name, ref.Partition)
@@ -410,12 +428,21 @@ func applyPartitionStates(im store, r *rl.PartitionStateChange) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
+	var seen map[int32]struct{}
+	if !slices.IsSorted(r.Partitions) {
+		seen = make(map[int32]struct{}, len(r.Partitions))
+	}
 	for i, pid := range r.Partitions {
-		p := im.partition(r.TopicID, pid)
+		p := im.partitionIn(t, pid)
 		if p == nil {
 			return fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, pid)
 		}
-		if indexOf(r.Partitions[:i], pid) >= 0 {
+		if seen != nil {
+			if _, dup := seen[pid]; dup {
+				return fmt.Errorf("%w: partition %d listed twice", ErrInvalidRecord, pid)
+			}
+			seen[pid] = struct{}{}
+		} else if i > 0 && pid == r.Partitions[i-1] {
 			return fmt.Errorf("%w: partition %d listed twice", ErrInvalidRecord, pid)
 		}
 		if !ValidPartitionTransition(p.State, r.State) {

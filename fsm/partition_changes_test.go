@@ -114,3 +114,39 @@ func TestPartitionChangesManyDistinct(t *testing.T) {
 		t.Fatalf("a repeated partition among many: %+v", res.Rejected)
 	}
 }
+
+func TestStateChangesRefuseRepeats(t *testing.T) {
+	tf := newTestFSM(t)
+	id := tf.seed(3, 1, 2, 3)
+	seedPartitions(tf, id, 4)
+	before, _ := tf.StateHash()
+	for _, c := range []struct {
+		name string
+		rec  rl.Record
+	}{
+		{"partitions in order", &rl.PartitionStateChange{TopicID: id, State: rl.OfflinePartition, Partitions: []int32{0, 1, 1, 2}}},
+		{"partitions out of order", &rl.PartitionStateChange{TopicID: id, State: rl.OfflinePartition, Partitions: []int32{2, 0, 3, 0}}},
+		{"replicas mixing orders", &rl.ReplicaStateChange{TopicID: id, State: rl.OfflineReplica,
+			Replicas: []rl.ReplicaRef{{Partition: 1, Broker: 1}, {Partition: 0, Broker: 2}, {Partition: 1, Broker: 1}}}},
+		{"replicas out of order", &rl.ReplicaStateChange{TopicID: id, State: rl.OfflineReplica,
+			Replicas: []rl.ReplicaRef{{Partition: 3, Broker: 2}, {Partition: 0, Broker: 1}, {Partition: 3, Broker: 2}}}},
+		{"changes out of order", &rl.PartitionChanges{TopicID: id, Changes: []rl.PartitionDelta{
+			{Partition: 3, PartitionEpoch: 1, Set: rl.ChangeLeader, Leader: 2},
+			{Partition: 1, PartitionEpoch: 1, Set: rl.ChangeLeader, Leader: 2},
+			{Partition: 3, PartitionEpoch: 1, Set: rl.ChangeLeader, Leader: 3}}}},
+	} {
+		res := tf.commit(c.rec)
+		if len(res.Rejected) != 1 || !errors.Is(res.Rejected[0].Err, ErrInvalidRecord) {
+			t.Fatalf("%s: rejected %+v, want a repeat refused", c.name, res.Rejected)
+		}
+	}
+	if h, _ := tf.StateHash(); h != before {
+		t.Fatal("a rejected record changed the image")
+	}
+	// Lists in either order, and out of order without repeats, apply.
+	tf.mustCommit(&rl.PartitionStateChange{TopicID: id, State: rl.OfflinePartition, Partitions: []int32{3, 0, 2}},
+		&rl.ReplicaStateChange{TopicID: id, State: rl.OfflineReplica,
+			Replicas: []rl.ReplicaRef{{Partition: 0, Broker: 1}, {Partition: 1, Broker: 1}, {Partition: 0, Broker: 2}}},
+		&rl.ReplicaStateChange{TopicID: id, State: rl.OfflineReplica,
+			Replicas: []rl.ReplicaRef{{Partition: 2, Broker: 3}, {Partition: 2, Broker: 1}, {Partition: 3, Broker: 1}}})
+}

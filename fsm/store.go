@@ -16,6 +16,9 @@ type store interface {
 	deleteTopic(t *Topic)
 	topicIDByName(name string) (rl.TopicID, bool)
 	partition(id rl.TopicID, p int32) *Partition
+	// partitionIn is partition for t, a topic just returned by topic:
+	// valid only until the next write.
+	partitionIn(t *Topic, p int32) *Partition
 	partitionSlots(id rl.TopicID) int32
 	// setPartition replaces partition p; appendPartition adds the next one.
 	setPartition(id rl.TopicID, p int32, v Partition)
@@ -66,6 +69,8 @@ func (im *Image) partition(id rl.TopicID, p int32) *Partition {
 	}
 	return im.Partition(id, p)
 }
+
+func (im *Image) partitionIn(t *Topic, p int32) *Partition { return t.partition(p) }
 
 func (im *Image) partitionSlots(id rl.TopicID) int32 { return im.PartitionCount(id) }
 

@@ -25,24 +25,34 @@ var partitionPrev = map[rl.PartitionState][]rl.PartitionState{
 	rl.NonExistentPartition: {rl.OfflinePartition},
 }
 
+// The tables above as lookup arrays, indexed [from][to]; states past the
+// last known one are never valid.
+var (
+	replicaValid   [8][8]bool
+	partitionValid [8][8]bool
+)
+
+func init() {
+	for to, froms := range replicaPrev {
+		for _, from := range froms {
+			replicaValid[from][to] = true
+		}
+	}
+	for to, froms := range partitionPrev {
+		for _, from := range froms {
+			partitionValid[from][to] = true
+		}
+	}
+}
+
 // ValidReplicaTransition reports whether a replica may move from one state
 // to another.
 func ValidReplicaTransition(from, to rl.ReplicaState) bool {
-	for _, s := range replicaPrev[to] {
-		if s == from {
-			return true
-		}
-	}
-	return false
+	return int(from) < len(replicaValid) && int(to) < len(replicaValid) && replicaValid[from][to]
 }
 
 // ValidPartitionTransition reports whether a partition may move from one
 // state to another.
 func ValidPartitionTransition(from, to rl.PartitionState) bool {
-	for _, s := range partitionPrev[to] {
-		if s == from {
-			return true
-		}
-	}
-	return false
+	return int(from) < len(partitionValid) && int(to) < len(partitionValid) && partitionValid[from][to]
 }

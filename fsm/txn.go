@@ -285,6 +285,8 @@ func (tx *Txn) partition(id rl.TopicID, p int32) *Partition {
 	return tx.base.partition(id, p)
 }
 
+func (tx *Txn) partitionIn(t *Topic, p int32) *Partition { return tx.partition(t.ID, p) }
+
 func (tx *Txn) partitionSlots(id rl.TopicID) int32 {
 	if st := tx.stage(id); st != nil {
 		if st.gone {
