@@ -156,7 +156,7 @@ func applyPartition(im store, idx uint64, r *rl.Partition) error {
 	}
 	im.appendPartition(r.TopicID, Partition{
 		Replicas:      append([]int32(nil), r.Replicas...),
-		ReplicaStates: make([]rl.ReplicaState, len(r.Replicas)),
+		ReplicaStates: sharedStates(make([]rl.ReplicaState, len(r.Replicas))),
 		Leader:        rl.NoLeader,
 		State:         rl.NewPartition,
 		ChangedAt:     idx,
@@ -299,10 +299,12 @@ func partitionChange(im store, idx uint64, t *Topic, r *rl.PartitionDelta) (Part
 			return Partition{}, Reassignment{}, err
 		}
 		next.Replicas = append([]int32(nil), r.Replicas...)
-		next.ReplicaStates = make([]rl.ReplicaState, len(r.Replicas))
-		for i, b := range r.Replicas {
-			next.ReplicaStates[i] = cur.ReplicaState(b)
+		var buf [8]rl.ReplicaState
+		states := buf[:0]
+		for _, b := range r.Replicas {
+			states = append(states, cur.ReplicaState(b))
 		}
+		next.ReplicaStates = sharedStates(states)
 	}
 	if r.Has(rl.ChangeISR) {
 		if err := checkReplicaList("isr", r.ISR, true); err != nil {
@@ -401,17 +403,19 @@ func applyReplicaStates(im store, idx uint64, r *rl.ReplicaStateChange) error {
 		i := indexOf(p.Replicas, ref.Broker)
 		if r.State == rl.NonExistentReplica {
 			p.Replicas = without(p.Replicas, i)
-			states := make([]rl.ReplicaState, 0, len(p.ReplicaStates)-1)
-			p.ReplicaStates = append(append(states, p.ReplicaStates[:i]...), p.ReplicaStates[i+1:]...)
+			var buf [8]rl.ReplicaState
+			states := append(append(buf[:0], p.ReplicaStates[:i]...), p.ReplicaStates[i+1:]...)
+			p.ReplicaStates = sharedStates(states)
 			if j := indexOf(p.ISR, ref.Broker); j >= 0 {
 				p.ISR = without(p.ISR, j)
 			}
 			p.PartitionEpoch++
 			p.ChangedAt = idx
 		} else {
-			states := append([]rl.ReplicaState(nil), p.ReplicaStates...)
+			var buf [8]rl.ReplicaState
+			states := append(buf[:0], p.ReplicaStates...)
 			states[i] = r.State
-			p.ReplicaStates = states
+			p.ReplicaStates = sharedStates(states)
 		}
 		im.setPartition(r.TopicID, ref.Partition, p)
 	}

@@ -56,3 +56,59 @@ func ValidReplicaTransition(from, to rl.ReplicaState) bool {
 func ValidPartitionTransition(from, to rl.PartitionState) bool {
 	return int(from) < len(partitionValid) && int(to) < len(partitionValid) && partitionValid[from][to]
 }
+
+// Replica state lists of up to sharedStatesMax replicas are shared: a
+// partition's list is never changed in place, so every partition whose
+// replicas are in the same states can hold the same slice. That spares an
+// allocation per replica state change, and the garbage collector a small
+// object per partition.
+const sharedStatesMax = 4
+
+// sharedStateLists[n] holds every list of n states, indexed by the states
+// read as digits of base numReplicaStates (first state least significant).
+var sharedStateLists [sharedStatesMax + 1][][]rl.ReplicaState
+
+var (
+	numReplicaStates = len(rl.AllReplicaStates())
+	noStates         = []rl.ReplicaState{}
+)
+
+func init() {
+	n := numReplicaStates
+	for size := 1; size <= sharedStatesMax; size++ {
+		count := 1
+		for i := 0; i < size; i++ {
+			count *= n
+		}
+		backing := make([]rl.ReplicaState, count*size)
+		lists := make([][]rl.ReplicaState, count)
+		for key := range lists {
+			l := backing[key*size : (key+1)*size : (key+1)*size]
+			for i, k := 0, key; i < size; i, k = i+1, k/n {
+				l[i] = rl.ReplicaState(k % n)
+			}
+			lists[key] = l
+		}
+		sharedStateLists[size] = lists
+	}
+}
+
+// sharedStates returns a list equal to s that the caller may keep: the
+// shared one if there is one, else a copy of s.
+func sharedStates(s []rl.ReplicaState) []rl.ReplicaState {
+	if len(s) == 0 {
+		return noStates
+	}
+	if len(s) > sharedStatesMax {
+		return append([]rl.ReplicaState(nil), s...)
+	}
+	n := numReplicaStates
+	key := 0
+	for i := len(s) - 1; i >= 0; i-- {
+		if int(s[i]) >= n {
+			return append([]rl.ReplicaState(nil), s...)
+		}
+		key = key*n + int(s[i])
+	}
+	return sharedStateLists[len(s)][key]
+}
