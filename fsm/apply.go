@@ -207,11 +207,11 @@ func applyPartitionChange(im store, idx uint64, r *rl.PartitionChange) error {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
 	d := r.Delta()
-	next, reassign, err := partitionChange(im, idx, t, &d)
+	cur, err := checkPartitionChange(im, t, &d)
 	if err != nil {
 		return err
 	}
-	commitPartitionChange(im, t.ID, &d, next, reassign)
+	commitPartitionChange(im, t.ID, idx, cur, &d)
 	return nil
 }
 
@@ -231,20 +231,14 @@ func applyPartitionChanges(im store, idx uint64, r *rl.PartitionChanges) error {
 	// Each change reads and writes only its own partition (and that
 	// partition's reassignment), so checking them all against the image
 	// before writing any is the same as applying them one by one.
-	type change struct {
-		next     Partition
-		reassign Reassignment
-	}
-	nexts := make([]change, len(r.Changes))
 	for i := range r.Changes {
-		next, reassign, err := partitionChange(im, idx, t, &r.Changes[i])
-		if err != nil {
+		if _, err := checkPartitionChange(im, t, &r.Changes[i]); err != nil {
 			return fmt.Errorf("change %d: %w", i, err)
 		}
-		nexts[i] = change{next: next, reassign: reassign}
 	}
 	for i := range r.Changes {
-		commitPartitionChange(im, t.ID, &r.Changes[i], nexts[i].next, nexts[i].reassign)
+		d := &r.Changes[i]
+		commitPartitionChange(im, t.ID, idx, im.partition(t.ID, d.Partition), d)
 	}
 	return nil
 }
@@ -282,22 +276,60 @@ func refsOrdered(refs []rl.ReplicaRef) bool {
 	return byBroker || byPartition
 }
 
-// partitionChange checks a change of a partition of topic t against the
-// image and returns the partition as the change leaves it, without
-// writing anything.
-func partitionChange(im store, idx uint64, t *Topic, r *rl.PartitionDelta) (Partition, Reassignment, error) {
+// checkPartitionChange checks a change of a partition of topic t against
+// the image, without writing anything, and returns the partition.
+func checkPartitionChange(im store, t *Topic, r *rl.PartitionDelta) (*Partition, error) {
 	cur := im.partitionIn(t, r.Partition)
 	if cur == nil {
-		return Partition{}, Reassignment{}, fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, r.Partition)
+		return nil, fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, r.Partition)
 	}
 	if r.PartitionEpoch != cur.PartitionEpoch {
-		return Partition{}, Reassignment{}, fmt.Errorf("%w: %q partition %d is at epoch %d, change computed from %d", ErrStalePartitionEpoch, t.Name, r.Partition, cur.PartitionEpoch, r.PartitionEpoch)
+		return nil, fmt.Errorf("%w: %q partition %d is at epoch %d, change computed from %d", ErrStalePartitionEpoch, t.Name, r.Partition, cur.PartitionEpoch, r.PartitionEpoch)
 	}
-	next := *cur
+	replicas, isr, leader := cur.Replicas, cur.ISR, cur.Leader
 	if r.Has(rl.ChangeReplicas) {
 		if err := checkReplicaList("replicas", r.Replicas, false); err != nil {
-			return Partition{}, Reassignment{}, err
+			return nil, err
 		}
+		replicas = r.Replicas
+	}
+	if r.Has(rl.ChangeISR) {
+		if err := checkReplicaList("isr", r.ISR, true); err != nil {
+			return nil, err
+		}
+		isr = r.ISR
+	}
+	if r.Has(rl.ChangeLeader) {
+		leader = r.Leader
+	}
+	if !subset(isr, replicas) {
+		return nil, fmt.Errorf("%w: isr %v is not within replicas %v", ErrInvalidRecord, isr, replicas)
+	}
+	if leader < rl.NoLeader {
+		return nil, fmt.Errorf("%w: leader %d", ErrInvalidRecord, leader)
+	}
+	if leader != rl.NoLeader && indexOf(replicas, leader) < 0 {
+		return nil, fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, leader, replicas)
+	}
+	if r.Has(rl.ChangeReassignment) {
+		if err := checkReplicaList("adding", r.Adding, true); err != nil {
+			return nil, err
+		}
+		if err := checkReplicaList("removing", r.Removing, true); err != nil {
+			return nil, err
+		}
+		if !subset(r.Adding, replicas) || !subset(r.Removing, replicas) {
+			return nil, fmt.Errorf("%w: adding %v / removing %v not within replicas %v", ErrInvalidRecord, r.Adding, r.Removing, replicas)
+		}
+	}
+	return cur, nil
+}
+
+// commitPartitionChange writes a change that checkPartitionChange
+// accepted to cur, partition r.Partition of topic id.
+func commitPartitionChange(im store, id rl.TopicID, idx uint64, cur *Partition, r *rl.PartitionDelta) {
+	next := *cur
+	if r.Has(rl.ChangeReplicas) {
 		next.Replicas = append([]int32(nil), r.Replicas...)
 		var buf [8]rl.ReplicaState
 		states := buf[:0]
@@ -307,48 +339,19 @@ func partitionChange(im store, idx uint64, t *Topic, r *rl.PartitionDelta) (Part
 		next.ReplicaStates = sharedStates(states)
 	}
 	if r.Has(rl.ChangeISR) {
-		if err := checkReplicaList("isr", r.ISR, true); err != nil {
-			return Partition{}, Reassignment{}, err
-		}
 		next.ISR = append([]int32(nil), r.ISR...)
 	}
 	if r.Has(rl.ChangeLeader) {
 		next.Leader = r.Leader
-	}
-	if !subset(next.ISR, next.Replicas) {
-		return Partition{}, Reassignment{}, fmt.Errorf("%w: isr %v is not within replicas %v", ErrInvalidRecord, next.ISR, next.Replicas)
-	}
-	if next.Leader < rl.NoLeader {
-		return Partition{}, Reassignment{}, fmt.Errorf("%w: leader %d", ErrInvalidRecord, next.Leader)
-	}
-	if next.Leader != rl.NoLeader && indexOf(next.Replicas, next.Leader) < 0 {
-		return Partition{}, Reassignment{}, fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, next.Leader, next.Replicas)
-	}
-	var reassign Reassignment
-	if r.Has(rl.ChangeReassignment) {
-		if err := checkReplicaList("adding", r.Adding, true); err != nil {
-			return Partition{}, Reassignment{}, err
-		}
-		if err := checkReplicaList("removing", r.Removing, true); err != nil {
-			return Partition{}, Reassignment{}, err
-		}
-		if !subset(r.Adding, next.Replicas) || !subset(r.Removing, next.Replicas) {
-			return Partition{}, Reassignment{}, fmt.Errorf("%w: adding %v / removing %v not within replicas %v", ErrInvalidRecord, r.Adding, r.Removing, next.Replicas)
-		}
-		reassign = Reassignment{Adding: append([]int32(nil), r.Adding...), Removing: append([]int32(nil), r.Removing...)}
 	}
 	if next.Leader != cur.Leader {
 		next.LeaderEpoch++
 	}
 	next.PartitionEpoch++
 	next.ChangedAt = idx
-	return next, reassign, nil
-}
-
-func commitPartitionChange(im store, id rl.TopicID, r *rl.PartitionDelta, next Partition, reassign Reassignment) {
 	im.setPartition(id, r.Partition, next)
 	if r.Has(rl.ChangeReassignment) {
-		setReassignment(im.writableTopic(id), r.Partition, reassign)
+		setReassignment(im.writableTopic(id), r.Partition, Reassignment{Adding: append([]int32(nil), r.Adding...), Removing: append([]int32(nil), r.Removing...)})
 	}
 }
 
