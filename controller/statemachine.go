@@ -89,7 +89,7 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 		default:
 			valid = append(valid, r)
 			if target == rl.OfflineReplica {
-				if err := ec.offlineReplicaEffect(r); err != nil {
+				if err := ec.offlineReplicaEffect(r, p); err != nil {
 					return nil, err
 				}
 			} else {
@@ -143,10 +143,10 @@ func (ec *eventCtx) replicaEffect(r replica, from, target rl.ReplicaState, p *fs
 // leaving the partition for an election), tell the remaining replicas.
 // The ISR never empties: a last member going offline stays in it with no
 // leader, so it can lead again without data loss when it returns.
-func (ec *eventCtx) offlineReplicaEffect(r replica) error {
-	p := ec.img().Partition(r.ref.id, r.ref.part)
+// p is the partition as the event sees it.
+func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 	ec.plan.stopReplica(r.ref, r.broker, false, p.LeaderEpoch)
-	isr := ShrinkISR(p.ISR, NewBrokerSet(r.broker))
+	isr := ShrinkISR(p.ISR, oneBroker(r.broker))
 	leader := p.Leader
 	if leader == r.broker {
 		leader = rl.NoLeader
