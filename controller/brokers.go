@@ -2,7 +2,7 @@ package controller
 
 import (
 	"context"
-	"sort"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -208,7 +208,7 @@ func (ec *eventCtx) offlineBrokerReplicas(id int32) error {
 			return err
 		}
 	}
-	var toOffline []replica
+	toOffline := make([]replica, 0, len(hosted))
 	for _, ref := range hosted {
 		p := ec.img().Partition(ref.id, ref.part)
 		switch p.ReplicaState(id) {
@@ -248,7 +248,7 @@ func (ec *eventCtx) unfenceBroker(b *fsm.Broker, offset uint64) error {
 	ec.plan.catchUp[b.ID] = offset
 	ec.brokerReturned(b.ID)
 	_, hosted := ec.partitionsOf(b.ID)
-	var toOnline []replica
+	toOnline := make([]replica, 0, len(hosted))
 	var leaderless []partRef
 	for _, ref := range hosted {
 		if t := ec.img().Topic(ref.id); t != nil && t.Deleting {
@@ -309,7 +309,7 @@ func (ec *eventCtx) controlledShutdown(b *fsm.Broker) (stillLeads bool, err erro
 			return false, err
 		}
 	}
-	var followers []replica
+	followers := make([]replica, 0, len(hosted))
 	for _, ref := range hosted {
 		p := ec.img().Partition(ref.id, ref.part)
 		if p.Leader != b.ID && p.InISR(b.ID) && len(p.ISR) > 1 {
@@ -387,7 +387,7 @@ func (ec *eventCtx) partitionsOf(id int32) (led, hosted []partRef) {
 func sortedTopics(im fsm.Reader) []*fsm.Topic {
 	var out []*fsm.Topic
 	im.ForEachTopic(func(t *fsm.Topic) bool { out = append(out, t); return true })
-	sort.Slice(out, func(i, j int) bool { return lessRef(partRef{id: out[i].ID}, partRef{id: out[j].ID}) })
+	slices.SortFunc(out, func(a, b *fsm.Topic) int { return compareIDs(a.ID, b.ID) })
 	return out
 }
 

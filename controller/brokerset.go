@@ -23,6 +23,11 @@ func has(b Brokers, id int32) bool {
 	return b != nil && b.Has(id)
 }
 
+// oneBroker is the group of a single broker.
+type oneBroker int32
+
+func (b oneBroker) Has(id int32) bool { return int32(b) == id }
+
 // BrokerSet is an immutable sorted set of broker ids. It is a value type so
 // that it can be shared between the event loop and pure decision functions
 // without locks; every method that "changes" it returns a new set.

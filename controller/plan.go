@@ -1,7 +1,9 @@
 package controller
 
 import (
-	"bytes"
+	"cmp"
+	"encoding/binary"
+	"slices"
 	"sort"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
@@ -16,11 +18,22 @@ type partRef struct {
 	part int32
 }
 
-func lessRef(a, b partRef) bool {
-	if a.id != b.id {
-		return bytes.Compare(a.id[:], b.id[:]) < 0
+func lessRef(a, b partRef) bool { return compareRef(a, b) < 0 }
+
+// compareRef orders partitions by topic id (as bytes) and then number.
+func compareRef(a, b partRef) int {
+	if c := compareIDs(a.id, b.id); c != 0 {
+		return c
 	}
-	return a.part < b.part
+	return cmp.Compare(a.part, b.part)
+}
+
+// compareIDs compares topic ids as byte strings, eight bytes at a time.
+func compareIDs(a, b rl.TopicID) int {
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:]))
 }
 
 type stopEntry struct {
@@ -28,10 +41,9 @@ type stopEntry struct {
 	leaderEpoch int32
 }
 
-type laiItem struct {
-	ref   partRef
-	isNew bool
-}
+// laiItem is an index into plan.um, shifted left by one, with the low bit
+// set for a new replica.
+type laiItem uint32
 
 type stopItem struct {
 	ref partRef
@@ -49,7 +61,8 @@ type stopItem struct {
 type plan struct {
 	lai  map[int32][]laiItem
 	stop map[int32][]stopItem
-	// um holds partitions every live broker gets in UpdateMetadata.
+	// um holds partitions every live broker gets in UpdateMetadata; a
+	// LeaderAndIsr names its partitions by their index in um.
 	um []partRef
 	// umAll sends UpdateMetadata to every live broker even with no
 	// partitions: the broker list itself changed.
@@ -78,11 +91,18 @@ func (p *plan) empty() bool {
 // as every LeaderAndIsr does, the partition to all live brokers in
 // UpdateMetadata.
 func (p *plan) leaderAndIsr(ref partRef, brokers []int32, isNew bool) {
+	it := laiItem(len(p.um)) << 1
+	if isNew {
+		it |= 1
+	}
 	for _, b := range brokers {
-		p.lai[b] = append(p.lai[b], laiItem{ref: ref, isNew: isNew})
+		p.lai[b] = append(p.lai[b], it)
 	}
 	p.um = append(p.um, ref)
 }
+
+// reserve makes room for n more UpdateMetadata partitions.
+func (p *plan) reserve(n int) { p.um = slices.Grow(p.um, n) }
 
 // updateMetadata sends the partition to all live brokers.
 func (p *plan) updateMetadata(ref partRef) { p.um = append(p.um, ref) }
@@ -98,8 +118,11 @@ func (p *plan) merge(o *plan) {
 		*p = *o
 		return
 	}
+	shift := laiItem(len(p.um)) << 1
 	for b, items := range o.lai {
-		p.lai[b] = append(p.lai[b], items...)
+		for _, it := range items {
+			p.lai[b] = append(p.lai[b], it+shift)
+		}
 	}
 	for b, items := range o.stop {
 		p.stop[b] = append(p.stop[b], items...)
@@ -116,16 +139,51 @@ func (p *plan) merge(o *plan) {
 	}
 }
 
-// sortedUnique sorts refs and drops repeats, in place.
-func sortedUnique(refs []partRef) []partRef {
-	sort.Slice(refs, func(i, j int) bool { return lessRef(refs[i], refs[j]) })
-	out := refs[:0]
-	for i, r := range refs {
-		if i == 0 || r.id != refs[i-1].id || r.part != refs[i-1].part {
-			out = append(out, r)
+// sortRuns sorts s stably and returns it (possibly in another array). A
+// plan appends its entries in a few sorted runs, one per pass over the
+// image: those are merged rather than sorted again.
+func sortRuns[T any](s []T, cmp func(a, b T) int) []T {
+	var starts []int
+	for i := 1; i < len(s); i++ {
+		if cmp(s[i-1], s[i]) > 0 {
+			starts = append(starts, i)
+			if len(starts) > 16 {
+				slices.SortStableFunc(s, cmp)
+				return s
+			}
 		}
 	}
-	return out
+	if len(starts) == 0 {
+		return s
+	}
+	bounds := append(append([]int{0}, starts...), len(s))
+	buf := make([]T, len(s))
+	for len(bounds) > 2 {
+		next := []int{0}
+		for i := 0; i+1 < len(bounds); i += 2 {
+			lo, mid := bounds[i], bounds[i+1]
+			hi := mid
+			if i+2 < len(bounds) {
+				hi = bounds[i+2]
+			}
+			a, b, o := lo, mid, lo
+			for a < mid && b < hi {
+				if cmp(s[b], s[a]) < 0 {
+					buf[o] = s[b]
+					b++
+				} else {
+					buf[o] = s[a]
+					a++
+				}
+				o++
+			}
+			o += copy(buf[o:], s[a:mid])
+			copy(buf[o:], s[b:hi])
+			next = append(next, hi)
+		}
+		s, buf, bounds = buf, s, next
+	}
+	return s
 }
 
 func sortedRefs[V any](m map[partRef]V) []partRef {
@@ -133,7 +191,7 @@ func sortedRefs[V any](m map[partRef]V) []partRef {
 	for r := range m {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return lessRef(out[i], out[j]) })
+	slices.SortFunc(out, compareRef)
 	return out
 }
 
@@ -196,10 +254,23 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		return h
 	}
 
-	umRefs := sortedUnique(p.um)
-	shared := make([]PartitionState, 0, len(umRefs))
-	for _, ref := range umRefs {
-		if ps, ok := partitionState(im, ref); ok {
+	// Sort the UpdateMetadata partitions through a permutation, so that
+	// at[i] can tell where um[i] ended up among the states.
+	order := make([]int32, len(p.um))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	order = sortRuns(order, func(a, b int32) int { return compareRef(p.um[a], p.um[b]) })
+	at := make([]int32, len(p.um)) // index in shared, -1 for a partition gone
+	shared := make([]PartitionState, 0, len(order))
+	for i, k := range order {
+		if i > 0 && compareRef(p.um[order[i-1]], p.um[k]) == 0 {
+			at[k] = at[order[i-1]]
+			continue
+		}
+		at[k] = -1
+		if ps, ok := partitionState(im, p.um[k]); ok {
+			at[k] = int32(len(shared))
 			shared = append(shared, ps)
 		}
 	}
@@ -207,24 +278,26 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		if byID[b] == nil {
 			continue // fenced or gone since: it will catch up when it returns
 		}
-		if less := func(i, j int) bool { return lessRef(items[i].ref, items[j].ref) }; !sort.SliceIsSorted(items, less) {
-			sort.Slice(items, less)
+		// Each item becomes its state's index in shared, shifted, with
+		// the new-replica bit: sorted, repeats of a partition are next to
+		// each other.
+		keys := make([]uint32, 0, len(items))
+		for _, it := range items {
+			if k := at[it>>1]; k >= 0 {
+				keys = append(keys, uint32(k)<<1|uint32(it&1))
+			}
 		}
-		req := &LeaderAndIsr{Header: header(b), Partitions: make([]PartitionState, 0, len(items))}
+		keys = sortRuns(keys, cmp.Compare[uint32])
+		req := &LeaderAndIsr{Header: header(b), Partitions: make([]PartitionState, 0, len(keys))}
 		leaders := map[int32]bool{}
-		for i := 0; i < len(items); {
-			ref, isNew := items[i].ref, items[i].isNew
+		for i := 0; i < len(keys); {
+			k := keys[i] >> 1
+			isNew := keys[i]&1 == 1
 			j := i + 1
-			for ; j < len(items) && items[j].ref.id == ref.id && items[j].ref.part == ref.part; j++ {
-				isNew = isNew || items[j].isNew
+			for ; j < len(keys) && keys[j]>>1 == k; j++ {
+				isNew = isNew || keys[j]&1 == 1
 			}
 			i = j
-			// Every LeaderAndIsr partition is in the UpdateMetadata set, read
-			// once: find it there instead of in the image.
-			k := sort.Search(len(shared), func(k int) bool { return !lessRef(stateRef(&shared[k]), ref) })
-			if k == len(shared) || shared[k].TopicID != ref.id || shared[k].Partition != ref.part {
-				continue // the partition is gone
-			}
 			ps := shared[k]
 			ps.IsNew = isNew
 			req.Partitions = append(req.Partitions, ps)
@@ -265,7 +338,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 	}
 
 	for b, items := range p.stop {
-		sort.SliceStable(items, func(i, j int) bool { return lessRef(items[i].ref, items[j].ref) })
+		items = sortRuns(items, func(a, b stopItem) int { return compareRef(a.ref, b.ref) })
 		req := &StopReplica{Header: header(b), Partitions: make([]StopPartition, 0, len(items))}
 		for i := 0; i < len(items); {
 			it := items[i]
@@ -339,9 +412,7 @@ func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32)
 func stateRef(ps *PartitionState) partRef { return partRef{id: ps.TopicID, part: ps.Partition} }
 
 func sortStates(s []PartitionState) {
-	sort.Slice(s, func(i, j int) bool {
-		return lessRef(partRef{id: s[i].TopicID, part: s[i].Partition}, partRef{id: s[j].TopicID, part: s[j].Partition})
-	})
+	slices.SortFunc(s, func(a, b PartitionState) int { return compareRef(stateRef(&a), stateRef(&b)) })
 }
 
 // mergeStates merges two sorted lists, dropping duplicates.

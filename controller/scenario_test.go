@@ -441,6 +441,7 @@ func (s *scenario) collect() []string {
 		if err != nil {
 			s.t.Fatalf("entry %d: %v", first+i, err)
 		}
+		batch = expandPartitionChanges(batch)
 		for _, r := range s.canonicalOrder(batch) {
 			out = append(out, fmt.Sprintf("@%d %s", first+i, s.formatRecord(r)))
 		}
@@ -451,6 +452,25 @@ func (s *scenario) collect() []string {
 			out = append(out, s.formatRequests(r)...)
 		}
 		s.printedSent[b] = len(sent)
+	}
+	return out
+}
+
+// expandPartitionChanges prints a PartitionChanges record as the
+// PartitionChange records it stands for, so the printout shows the same
+// changes however the controller packed them.
+func expandPartitionChanges(batch rl.Batch) rl.Batch {
+	var out rl.Batch
+	for _, r := range batch {
+		pcs, ok := r.(*rl.PartitionChanges)
+		if !ok {
+			out = append(out, r)
+			continue
+		}
+		for _, d := range pcs.Changes {
+			out = append(out, &rl.PartitionChange{TopicID: pcs.TopicID, Partition: d.Partition, PartitionEpoch: d.PartitionEpoch,
+				Set: d.Set, Leader: d.Leader, ISR: d.ISR, Replicas: d.Replicas, Adding: d.Adding, Removing: d.Removing})
+		}
 	}
 	return out
 }

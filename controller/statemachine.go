@@ -1,8 +1,9 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -56,17 +57,20 @@ func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
 // as one record per topic, and their effects are planned. It returns the
 // replicas that moved.
 func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.ReplicaState) ([]replica, error) {
-	less := func(i, j int) bool {
-		if replicas[i].broker != replicas[j].broker {
-			return replicas[i].broker < replicas[j].broker
+	byBroker := func(a, b replica) int {
+		if a.broker != b.broker {
+			return cmp.Compare(a.broker, b.broker)
 		}
-		return lessRef(replicas[i].ref, replicas[j].ref)
+		return compareRef(a.ref, b.ref)
 	}
-	if !sort.SliceIsSorted(replicas, less) {
-		sort.Slice(replicas, less)
+	if !slices.IsSortedFunc(replicas, byBroker) {
+		slices.SortFunc(replicas, byBroker)
 	}
 	im := ec.img()
-	var valid []replica
+	valid := make([]replica, 0, len(replicas))
+	if target == rl.OfflineReplica {
+		ec.plan.reserve(len(replicas))
+	}
 	for _, r := range replicas {
 		p := im.Partition(r.ref.id, r.ref.part)
 		from := rl.NonExistentReplica
@@ -85,7 +89,7 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 		default:
 			valid = append(valid, r)
 			if target == rl.OfflineReplica {
-				if err := ec.offlineReplicaEffect(r); err != nil {
+				if err := ec.offlineReplicaEffect(r, p); err != nil {
 					return nil, err
 				}
 			} else {
@@ -109,7 +113,7 @@ func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaStat
 		}
 		byTopic[r.ref.id] = append(byTopic[r.ref.id], rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker})
 	}
-	sort.Slice(order, func(i, j int) bool { return lessRef(partRef{id: order[i]}, partRef{id: order[j]}) })
+	slices.SortFunc(order, compareIDs)
 	for _, id := range order {
 		if err := ec.stageEach(&rl.ReplicaStateChange{TopicID: id, State: target, Replicas: byTopic[id]}); err != nil {
 			return err
@@ -139,10 +143,10 @@ func (ec *eventCtx) replicaEffect(r replica, from, target rl.ReplicaState, p *fs
 // leaving the partition for an election), tell the remaining replicas.
 // The ISR never empties: a last member going offline stays in it with no
 // leader, so it can lead again without data loss when it returns.
-func (ec *eventCtx) offlineReplicaEffect(r replica) error {
-	p := ec.img().Partition(r.ref.id, r.ref.part)
+// p is the partition as the event sees it.
+func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 	ec.plan.stopReplica(r.ref, r.broker, false, p.LeaderEpoch)
-	isr := ShrinkISR(p.ISR, NewBrokerSet(r.broker))
+	isr := ShrinkISR(p.ISR, oneBroker(r.broker))
 	leader := p.Leader
 	if leader == r.broker {
 		leader = rl.NoLeader
@@ -175,17 +179,26 @@ func (ec *eventCtx) offlineReplicaEffect(r replica) error {
 // (a partition whose election failed stays where it was, except for the
 // last-ISR case of the Offline strategy, which commits leader -1).
 func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.PartitionState, strategy Strategy, unclean func(partRef) bool) (map[partRef]error, error) {
-	if less := func(i, j int) bool { return lessRef(refs[i], refs[j]) }; !sort.SliceIsSorted(refs, less) {
-		sort.Slice(refs, less)
+	if !slices.IsSortedFunc(refs, compareRef) {
+		slices.SortFunc(refs, compareRef)
 	}
 	failed := map[partRef]error{}
-	byTopic := map[rl.TopicID][]int32{}
-	var order []rl.TopicID
+	// refs are sorted: each topic's partitions are one run of parts.
+	type topicRun struct {
+		id         rl.TopicID
+		start, end int
+	}
+	parts := make([]int32, 0, len(refs))
+	var runs []topicRun
 	add := func(ref partRef) {
-		if _, ok := byTopic[ref.id]; !ok {
-			order = append(order, ref.id)
+		if n := len(runs); n == 0 || runs[n-1].id != ref.id {
+			runs = append(runs, topicRun{id: ref.id, start: len(parts)})
 		}
-		byTopic[ref.id] = append(byTopic[ref.id], ref.part)
+		parts = append(parts, ref.part)
+		runs[len(runs)-1].end = len(parts)
+	}
+	if target == rl.OnlinePartition {
+		ec.plan.reserve(len(refs))
 	}
 	var offline []partRef
 	live, shutting := ec.liveSet()
@@ -240,8 +253,8 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 		ec.plan.leaderAndIsr(ref, el.Receivers, p.State == rl.NewPartition)
 		add(ref)
 	}
-	for _, id := range order {
-		if err := ec.stageEach(&rl.PartitionStateChange{TopicID: id, State: target, Partitions: byTopic[id]}); err != nil {
+	for _, r := range runs {
+		if err := ec.stageEach(&rl.PartitionStateChange{TopicID: r.id, State: target, Partitions: parts[r.start:r.end:r.end]}); err != nil {
 			return nil, err
 		}
 	}

@@ -434,16 +434,6 @@ func (ec *eventCtx) stopReplicaResponse(broker int32, results []StopReplicaResul
 	return nil
 }
 
-func compareIDs(a, b rl.TopicID) int {
-	switch {
-	case lessRef(partRef{id: a}, partRef{id: b}):
-		return -1
-	case a == b:
-		return 0
-	}
-	return 1
-}
-
 // resumeTopicDeletions carries on every deletion the log shows in
 // progress (a resumer: it runs first thing after activation).
 func (ec *eventCtx) resumeTopicDeletions() error {

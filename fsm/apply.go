@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -31,6 +32,8 @@ func applyRecord(im store, idx uint64, r rl.Record) error {
 		return applyPartition(im, idx, rec)
 	case *rl.PartitionChange:
 		return applyPartitionChange(im, idx, rec)
+	case *rl.PartitionChanges:
+		return applyPartitionChanges(im, idx, rec)
 	case *rl.ReplicaStateChange:
 		return applyReplicaStates(im, idx, rec)
 	case *rl.PartitionStateChange:
@@ -159,7 +162,7 @@ func applyPartition(im store, idx uint64, r *rl.Partition) error {
 	}
 	im.appendPartition(r.TopicID, Partition{
 		Replicas:      append([]int32(nil), r.Replicas...),
-		ReplicaStates: make([]rl.ReplicaState, len(r.Replicas)),
+		ReplicaStates: sharedStates(make([]rl.ReplicaState, len(r.Replicas))),
 		Leader:        rl.NoLeader,
 		State:         rl.NewPartition,
 		ChangedAt:     idx,
@@ -205,65 +208,157 @@ func partitionOf(im store, id rl.TopicID, p int32) (*Topic, *Partition, error) {
 }
 
 func applyPartitionChange(im store, idx uint64, r *rl.PartitionChange) error {
-	t, cur, err := partitionOf(im, r.TopicID, r.Partition)
+	t := im.topic(r.TopicID)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	d := r.Delta()
+	cur, err := checkPartitionChange(im, t, &d)
 	if err != nil {
 		return err
 	}
-	if r.PartitionEpoch != cur.PartitionEpoch {
-		return fmt.Errorf("%w: %q partition %d is at epoch %d, change computed from %d", ErrStalePartitionEpoch, t.Name, r.Partition, cur.PartitionEpoch, r.PartitionEpoch)
+	commitPartitionChange(im, t.ID, idx, cur, &d)
+	return nil
+}
+
+// applyPartitionChanges applies changes to distinct partitions of one
+// topic, each as a PartitionChange would, all or none.
+func applyPartitionChanges(im store, idx uint64, r *rl.PartitionChanges) error {
+	t := im.topic(r.TopicID)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
-	next := *cur
+	if len(r.Changes) == 0 {
+		return fmt.Errorf("%w: no partition changes", ErrInvalidRecord)
+	}
+	if err := distinctPartitions(r.Changes); err != nil {
+		return err
+	}
+	// Each change reads and writes only its own partition (and that
+	// partition's reassignment), so checking them all against the image
+	// before writing any is the same as applying them one by one.
+	for i := range r.Changes {
+		if _, err := checkPartitionChange(im, t, &r.Changes[i]); err != nil {
+			return fmt.Errorf("change %d: %w", i, err)
+		}
+	}
+	for i := range r.Changes {
+		d := &r.Changes[i]
+		commitPartitionChange(im, t.ID, idx, im.partition(t.ID, d.Partition), d)
+	}
+	return nil
+}
+
+func distinctPartitions(changes []rl.PartitionDelta) error {
+	seen := map[int32]struct{}(nil)
+	for i := range changes {
+		p := changes[i].Partition
+		if seen == nil {
+			if i == 0 || p > changes[i-1].Partition {
+				continue // in order so far
+			}
+			seen = make(map[int32]struct{}, len(changes))
+			for j := range changes[:i] {
+				seen[changes[j].Partition] = struct{}{}
+			}
+		}
+		if _, dup := seen[p]; dup {
+			return fmt.Errorf("%w: partition %d changed twice", ErrInvalidRecord, p)
+		}
+		seen[p] = struct{}{}
+	}
+	return nil
+}
+
+// refsOrdered reports whether refs are strictly ascending by (broker,
+// partition) or by (partition, broker): then none repeats.
+func refsOrdered(refs []rl.ReplicaRef) bool {
+	byBroker, byPartition := true, true
+	for i := 1; i < len(refs) && (byBroker || byPartition); i++ {
+		a, b := refs[i-1], refs[i]
+		byBroker = byBroker && (a.Broker < b.Broker || a.Broker == b.Broker && a.Partition < b.Partition)
+		byPartition = byPartition && (a.Partition < b.Partition || a.Partition == b.Partition && a.Broker < b.Broker)
+	}
+	return byBroker || byPartition
+}
+
+// checkPartitionChange checks a change of a partition of topic t against
+// the image, without writing anything, and returns the partition.
+func checkPartitionChange(im store, t *Topic, r *rl.PartitionDelta) (*Partition, error) {
+	cur := im.partitionIn(t, r.Partition)
+	if cur == nil {
+		return nil, fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, r.Partition)
+	}
+	if r.PartitionEpoch != cur.PartitionEpoch {
+		return nil, fmt.Errorf("%w: %q partition %d is at epoch %d, change computed from %d", ErrStalePartitionEpoch, t.Name, r.Partition, cur.PartitionEpoch, r.PartitionEpoch)
+	}
+	replicas, isr, leader := cur.Replicas, cur.ISR, cur.Leader
 	if r.Has(rl.ChangeReplicas) {
 		if err := checkReplicaList("replicas", r.Replicas, false); err != nil {
-			return err
+			return nil, err
 		}
-		next.Replicas = append([]int32(nil), r.Replicas...)
-		next.ReplicaStates = make([]rl.ReplicaState, len(r.Replicas))
-		for i, b := range r.Replicas {
-			next.ReplicaStates[i] = cur.ReplicaState(b)
-		}
+		replicas = r.Replicas
 	}
 	if r.Has(rl.ChangeISR) {
 		if err := checkReplicaList("isr", r.ISR, true); err != nil {
-			return err
+			return nil, err
 		}
+		isr = r.ISR
+	}
+	if r.Has(rl.ChangeLeader) {
+		leader = r.Leader
+	}
+	if !subset(isr, replicas) {
+		return nil, fmt.Errorf("%w: isr %v is not within replicas %v", ErrInvalidRecord, isr, replicas)
+	}
+	if leader < rl.NoLeader {
+		return nil, fmt.Errorf("%w: leader %d", ErrInvalidRecord, leader)
+	}
+	if leader != rl.NoLeader && indexOf(replicas, leader) < 0 {
+		return nil, fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, leader, replicas)
+	}
+	if r.Has(rl.ChangeReassignment) {
+		if err := checkReplicaList("adding", r.Adding, true); err != nil {
+			return nil, err
+		}
+		if err := checkReplicaList("removing", r.Removing, true); err != nil {
+			return nil, err
+		}
+		if !subset(r.Adding, replicas) || !subset(r.Removing, replicas) {
+			return nil, fmt.Errorf("%w: adding %v / removing %v not within replicas %v", ErrInvalidRecord, r.Adding, r.Removing, replicas)
+		}
+	}
+	return cur, nil
+}
+
+// commitPartitionChange writes a change that checkPartitionChange
+// accepted to cur, partition r.Partition of topic id.
+func commitPartitionChange(im store, id rl.TopicID, idx uint64, cur *Partition, r *rl.PartitionDelta) {
+	next := *cur
+	if r.Has(rl.ChangeReplicas) {
+		next.Replicas = append([]int32(nil), r.Replicas...)
+		var buf [8]rl.ReplicaState
+		states := buf[:0]
+		for _, b := range r.Replicas {
+			states = append(states, cur.ReplicaState(b))
+		}
+		next.ReplicaStates = sharedStates(states)
+	}
+	if r.Has(rl.ChangeISR) {
 		next.ISR = append([]int32(nil), r.ISR...)
 	}
 	if r.Has(rl.ChangeLeader) {
 		next.Leader = r.Leader
-	}
-	if !subset(next.ISR, next.Replicas) {
-		return fmt.Errorf("%w: isr %v is not within replicas %v", ErrInvalidRecord, next.ISR, next.Replicas)
-	}
-	if next.Leader < rl.NoLeader {
-		return fmt.Errorf("%w: leader %d", ErrInvalidRecord, next.Leader)
-	}
-	if next.Leader != rl.NoLeader && indexOf(next.Replicas, next.Leader) < 0 {
-		return fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, next.Leader, next.Replicas)
-	}
-	var reassign Reassignment
-	if r.Has(rl.ChangeReassignment) {
-		if err := checkReplicaList("adding", r.Adding, true); err != nil {
-			return err
-		}
-		if err := checkReplicaList("removing", r.Removing, true); err != nil {
-			return err
-		}
-		if !subset(r.Adding, next.Replicas) || !subset(r.Removing, next.Replicas) {
-			return fmt.Errorf("%w: adding %v / removing %v not within replicas %v", ErrInvalidRecord, r.Adding, r.Removing, next.Replicas)
-		}
-		reassign = Reassignment{Adding: append([]int32(nil), r.Adding...), Removing: append([]int32(nil), r.Removing...)}
 	}
 	if next.Leader != cur.Leader {
 		next.LeaderEpoch++
 	}
 	next.PartitionEpoch++
 	next.ChangedAt = idx
-	im.setPartition(r.TopicID, r.Partition, next)
+	im.setPartition(id, r.Partition, next)
 	if r.Has(rl.ChangeReassignment) {
-		setReassignment(im.writableTopic(r.TopicID), r.Partition, reassign)
+		setReassignment(im.writableTopic(id), r.Partition, Reassignment{Adding: append([]int32(nil), r.Adding...), Removing: append([]int32(nil), r.Removing...)})
 	}
-	return nil
 }
 
 func setReassignment(t *Topic, p int32, r Reassignment) {
@@ -282,15 +377,21 @@ func applyReplicaStates(im store, idx uint64, r *rl.ReplicaStateChange) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
-	for i, ref := range r.Replicas {
-		p := im.partition(r.TopicID, ref.Partition)
+	// A list in order has no repeats; the controller writes them so.
+	var seen map[rl.ReplicaRef]struct{}
+	if !refsOrdered(r.Replicas) {
+		seen = make(map[rl.ReplicaRef]struct{}, len(r.Replicas))
+	}
+	for _, ref := range r.Replicas {
+		p := im.partitionIn(t, ref.Partition)
 		if p == nil {
 			return fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, ref.Partition)
 		}
-		for _, prev := range r.Replicas[:i] {
-			if prev == ref {
+		if seen != nil {
+			if _, dup := seen[ref]; dup {
 				return fmt.Errorf("%w: replica %d/%d listed twice", ErrInvalidRecord, ref.Partition, ref.Broker)
 			}
+			seen[ref] = struct{}{}
 		}
 		if indexOf(p.Replicas, ref.Broker) < 0 {
 			return fmt.Errorf("%w: broker %d is not in the assignment of %q partition %d", ErrInvalidTransition, ref.Broker, t.Name, ref.Partition)
@@ -311,17 +412,19 @@ func applyReplicaStates(im store, idx uint64, r *rl.ReplicaStateChange) error {
 		i := indexOf(p.Replicas, ref.Broker)
 		if r.State == rl.NonExistentReplica {
 			p.Replicas = without(p.Replicas, i)
-			states := make([]rl.ReplicaState, 0, len(p.ReplicaStates)-1)
-			p.ReplicaStates = append(append(states, p.ReplicaStates[:i]...), p.ReplicaStates[i+1:]...)
+			var buf [8]rl.ReplicaState
+			states := append(append(buf[:0], p.ReplicaStates[:i]...), p.ReplicaStates[i+1:]...)
+			p.ReplicaStates = sharedStates(states)
 			if j := indexOf(p.ISR, ref.Broker); j >= 0 {
 				p.ISR = without(p.ISR, j)
 			}
 			p.PartitionEpoch++
 			p.ChangedAt = idx
 		} else {
-			states := append([]rl.ReplicaState(nil), p.ReplicaStates...)
+			var buf [8]rl.ReplicaState
+			states := append(buf[:0], p.ReplicaStates...)
 			states[i] = r.State
-			p.ReplicaStates = states
+			p.ReplicaStates = sharedStates(states)
 		}
 		im.setPartition(r.TopicID, ref.Partition, p)
 	}
@@ -338,12 +441,21 @@ func applyPartitionStates(im store, r *rl.PartitionStateChange) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
+	var seen map[int32]struct{}
+	if !slices.IsSorted(r.Partitions) {
+		seen = make(map[int32]struct{}, len(r.Partitions))
+	}
 	for i, pid := range r.Partitions {
-		p := im.partition(r.TopicID, pid)
+		p := im.partitionIn(t, pid)
 		if p == nil {
 			return fmt.Errorf("%w: %q partition %d", ErrUnknownPartition, t.Name, pid)
 		}
-		if indexOf(r.Partitions[:i], pid) >= 0 {
+		if seen != nil {
+			if _, dup := seen[pid]; dup {
+				return fmt.Errorf("%w: partition %d listed twice", ErrInvalidRecord, pid)
+			}
+			seen[pid] = struct{}{}
+		} else if i > 0 && pid == r.Partitions[i-1] {
 			return fmt.Errorf("%w: partition %d listed twice", ErrInvalidRecord, pid)
 		}
 		if !ValidPartitionTransition(p.State, r.State) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,4 +117,42 @@ func BenchmarkImage1M(b *testing.B) {
 		}
 		runtime.KeepAlive(f)
 	}
+}
+
+// BenchmarkApplyPartitionChanges applies, to a 100k-partition image, an
+// ISR change of every partition (one PartitionChanges record per topic),
+// a partition state change and a replica state change (every replica)
+// per topic, as a broker event's entries look to a voter.
+func BenchmarkApplyPartitionChanges(b *testing.B) {
+	const partitions, perTopic = 100_000, 100
+	f := buildLargeImage(b, partitions)
+	im := f.img
+	idx := im.appliedIndex
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		var recs []rl.Record
+		for tn := 0; tn*perTopic < partitions; tn++ {
+			rec := &rl.PartitionChanges{TopicID: topicID(tn)}
+			pids := make([]int32, perTopic)
+			var refs []rl.ReplicaRef
+			for p := int32(0); p < perTopic; p++ {
+				b0 := int32(tn*perTopic+int(p)) % 10
+				reps := []int32{b0, (b0 + 1) % 10, (b0 + 2) % 10}
+				rec.Changes = append(rec.Changes, rl.PartitionDelta{Partition: p, PartitionEpoch: int32(1 + i), Set: rl.ChangeISR, ISR: reps[:2+i%2]})
+				pids[p] = p
+				for _, b := range slices.Sorted(slices.Values(reps)) {
+					refs = append(refs, rl.ReplicaRef{Partition: p, Broker: b}) // in order, as the controller writes them
+				}
+			}
+			recs = append(recs, rec, &rl.PartitionStateChange{TopicID: topicID(tn), State: rl.OnlinePartition, Partitions: pids},
+				&rl.ReplicaStateChange{TopicID: topicID(tn), State: rl.OnlineReplica, Replicas: refs})
+		}
+		idx++
+		b.StartTimer()
+		if res := im.applyBatch(idx, recs); res.Err() != nil {
+			b.Fatal(res.Err())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*partitions), "ns/partition")
 }

@@ -134,6 +134,13 @@ type Image struct {
 	appliedIndex    uint64
 	snapGen         uint64
 	sec             *Security
+	// frozen counts the frozen views (snapshots being written, state
+	// hashes) that may still read topics of an older generation.
+	frozen int
+	// hot is the topic apply last made ready to change: records come
+	// topic after topic, so most lookups are for it. Only apply, under
+	// the FSM's write lock, sets it; readers may use it.
+	hot *Topic
 }
 
 func newImage() *Image {
@@ -245,13 +252,24 @@ func (im *Image) ForEachTopic(fn func(*Topic) bool) {
 // mutableTopic returns topic id ready to be changed, cloning it first if a
 // snapshot may still be reading it.
 func (im *Image) mutableTopic(id raftlog.TopicID) *Topic {
-	t := im.topics[id]
-	if t == nil || t.gen == im.snapGen {
-		return t
+	if h := im.hot; h != nil && h.ID == id && h.gen == im.snapGen {
+		return h
 	}
-	c := t.clone(im.snapGen)
-	im.topics[id] = c
-	return c
+	t := im.topics[id]
+	if t == nil {
+		return nil
+	}
+	if t.gen != im.snapGen {
+		if im.frozen == 0 {
+			// Every frozen view is done with it: no clone needed.
+			t.gen = im.snapGen
+		} else {
+			t = t.clone(im.snapGen)
+			im.topics[id] = t
+		}
+	}
+	im.hot = t
+	return t
 }
 
 func indexOf(s []int32, v int32) int {

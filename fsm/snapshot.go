@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 
 	"github.com/hashicorp/raft"
 )
@@ -24,8 +25,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 type snapshot struct {
-	fr  *frozenImage
-	log *FSM
+	fr      *frozenImage
+	log     *FSM
+	release sync.Once
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -37,7 +39,16 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
-func (s *snapshot) Release() {}
+// Release implements raft.FSMSnapshot: the frozen topics are no longer
+// read, so apply may change them in place again.
+func (s *snapshot) Release() { s.release.Do(s.log.thaw) }
+
+// thaw ends a frozen view of the image (see freeze).
+func (f *FSM) thaw() {
+	f.mu.Lock()
+	f.img.frozen--
+	f.mu.Unlock()
+}
 
 // writeTo writes header, body and checksum.
 func (fr *frozenImage) writeTo(w io.Writer) error {
@@ -64,6 +75,7 @@ func (f *FSM) WriteSnapshot(w io.Writer) error {
 	f.mu.Lock()
 	fr := f.img.freeze()
 	f.mu.Unlock()
+	defer f.thaw()
 	return fr.writeTo(w)
 }
 
@@ -82,7 +94,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
-	im.snapGen = f.img.snapGen
+	im.snapGen, im.frozen = f.img.snapGen, f.img.frozen
 	f.img = im
 	f.mu.Unlock()
 	f.log.Info("restored snapshot", "index", im.appliedIndex, "topics", im.NumTopics(), "partitions", im.NumPartitions())
@@ -130,6 +142,7 @@ func (f *FSM) StateHash() (StateHash, uint64) {
 	f.mu.Lock()
 	fr := f.img.freeze()
 	f.mu.Unlock()
+	defer f.thaw()
 	fr.sort()
 	h := sha256.New()
 	if err := fr.writeBody(h); err != nil {

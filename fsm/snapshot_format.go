@@ -75,9 +75,11 @@ type frozenImage struct {
 }
 
 // freeze must run under the write lock: it starts a new snapshot
-// generation so that apply clones any topic before changing it.
+// generation so that apply clones any topic before changing it, until
+// the view is thawed (FSM.thaw) and no other is left.
 func (im *Image) freeze() *frozenImage {
 	im.snapGen++
+	im.frozen++
 	fr := &frozenImage{
 		appliedIndex:    im.appliedIndex,
 		controllerEpoch: im.controllerEpoch,

@@ -163,3 +163,55 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+func TestTopicsAreCopiedOnlyWhileAFrozenViewIsOpen(t *testing.T) {
+	tf := richFSM(t)
+	topic := func() *Topic {
+		var tp *Topic
+		tf.View(func(im *Image) { tp = im.Topic(topicID(1)) })
+		return tp
+	}
+	change := func() {
+		var epoch int32
+		tf.View(func(im *Image) { epoch = im.Partition(topicID(1), 0).PartitionEpoch })
+		tf.mustCommit(&rl.PartitionChange{TopicID: topicID(1), PartitionEpoch: epoch, Set: rl.ChangeISR, ISR: []int32{2}})
+	}
+	// An open snapshot: the topic is copied before it changes.
+	snap, err := tf.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := topic()
+	change()
+	if topic() == before {
+		t.Fatal("a topic a snapshot may read was changed in place")
+	}
+	tf.StateHash() // a frozen view of its own, closed on return
+	snap.Release()
+	snap.Release() // twice is harmless
+	// Nothing frozen any more: changed in place.
+	before = topic()
+	change()
+	if topic() != before {
+		t.Fatal("a topic was copied with no frozen view open")
+	}
+	// And a new snapshot is still a point in time.
+	snap, err = tf.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := tf.StateHash()
+	change()
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	restored := newTestFSM(t)
+	if err := restored.Restore(io.NopCloser(&sink.Buffer)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := restored.StateHash(); got != want {
+		t.Fatal("snapshot saw a change applied after it was taken")
+	}
+}

@@ -16,6 +16,9 @@ type store interface {
 	deleteTopic(t *Topic)
 	topicIDByName(name string) (rl.TopicID, bool)
 	partition(id rl.TopicID, p int32) *Partition
+	// partitionIn is partition for t, a topic just returned by topic:
+	// valid only until the next write.
+	partitionIn(t *Topic, p int32) *Partition
 	partitionSlots(id rl.TopicID) int32
 	// setPartition replaces partition p; appendPartition adds the next one.
 	setPartition(id rl.TopicID, p int32, v Partition)
@@ -35,7 +38,13 @@ type store interface {
 	setSecurity(s *Security)
 }
 
-func (im *Image) topic(id rl.TopicID) *Topic                { return im.topics[id] }
+func (im *Image) topic(id rl.TopicID) *Topic {
+	if h := im.hot; h != nil && h.ID == id {
+		return h
+	}
+	return im.topics[id]
+}
+
 func (im *Image) writableTopic(id rl.TopicID) *Topic        { return im.mutableTopic(id) }
 func (im *Image) broker(id int32) *Broker                   { return im.brokers[id] }
 func (im *Image) putBroker(b *Broker)                       { im.brokers[b.ID] = b }
@@ -46,18 +55,28 @@ func (im *Image) addPartitionCount(d int)                   { im.partitions += d
 func (im *Image) topicIDByName(n string) (rl.TopicID, bool) { id, ok := im.byName[n]; return id, ok }
 
 func (im *Image) putTopic(t *Topic) {
+	im.hot = nil
 	t.gen = im.snapGen
 	im.topics[t.ID] = t
 	im.byName[t.Name] = t.ID
 }
 
 func (im *Image) deleteTopic(t *Topic) {
+	im.hot = nil
 	delete(im.topics, t.ID)
 	delete(im.byName, t.Name)
 }
 
-func (im *Image) partition(id rl.TopicID, p int32) *Partition { return im.Partition(id, p) }
-func (im *Image) partitionSlots(id rl.TopicID) int32          { return im.PartitionCount(id) }
+func (im *Image) partition(id rl.TopicID, p int32) *Partition {
+	if h := im.hot; h != nil && h.ID == id {
+		return h.partition(p)
+	}
+	return im.Partition(id, p)
+}
+
+func (im *Image) partitionIn(t *Topic, p int32) *Partition { return t.partition(p) }
+
+func (im *Image) partitionSlots(id rl.TopicID) int32 { return im.PartitionCount(id) }
 
 func (im *Image) setPartition(id rl.TopicID, p int32, v Partition) {
 	im.mutableTopic(id).parts[p] = v

@@ -25,24 +25,90 @@ var partitionPrev = map[rl.PartitionState][]rl.PartitionState{
 	rl.NonExistentPartition: {rl.OfflinePartition},
 }
 
+// The tables above as lookup arrays, indexed [from][to]; states past the
+// last known one are never valid.
+var (
+	replicaValid   [8][8]bool
+	partitionValid [8][8]bool
+)
+
+func init() {
+	for to, froms := range replicaPrev {
+		for _, from := range froms {
+			replicaValid[from][to] = true
+		}
+	}
+	for to, froms := range partitionPrev {
+		for _, from := range froms {
+			partitionValid[from][to] = true
+		}
+	}
+}
+
 // ValidReplicaTransition reports whether a replica may move from one state
 // to another.
 func ValidReplicaTransition(from, to rl.ReplicaState) bool {
-	for _, s := range replicaPrev[to] {
-		if s == from {
-			return true
-		}
-	}
-	return false
+	return int(from) < len(replicaValid) && int(to) < len(replicaValid) && replicaValid[from][to]
 }
 
 // ValidPartitionTransition reports whether a partition may move from one
 // state to another.
 func ValidPartitionTransition(from, to rl.PartitionState) bool {
-	for _, s := range partitionPrev[to] {
-		if s == from {
-			return true
+	return int(from) < len(partitionValid) && int(to) < len(partitionValid) && partitionValid[from][to]
+}
+
+// Replica state lists of up to sharedStatesMax replicas are shared: a
+// partition's list is never changed in place, so every partition whose
+// replicas are in the same states can hold the same slice. That spares an
+// allocation per replica state change, and the garbage collector a small
+// object per partition.
+const sharedStatesMax = 4
+
+// sharedStateLists[n] holds every list of n states, indexed by the states
+// read as digits of base numReplicaStates (first state least significant).
+var sharedStateLists [sharedStatesMax + 1][][]rl.ReplicaState
+
+var (
+	numReplicaStates = len(rl.AllReplicaStates())
+	noStates         = []rl.ReplicaState{}
+)
+
+func init() {
+	n := numReplicaStates
+	for size := 1; size <= sharedStatesMax; size++ {
+		count := 1
+		for i := 0; i < size; i++ {
+			count *= n
 		}
+		backing := make([]rl.ReplicaState, count*size)
+		lists := make([][]rl.ReplicaState, count)
+		for key := range lists {
+			l := backing[key*size : (key+1)*size : (key+1)*size]
+			for i, k := 0, key; i < size; i, k = i+1, k/n {
+				l[i] = rl.ReplicaState(k % n)
+			}
+			lists[key] = l
+		}
+		sharedStateLists[size] = lists
 	}
-	return false
+}
+
+// sharedStates returns a list equal to s that the caller may keep: the
+// shared one if there is one, else a copy of s.
+func sharedStates(s []rl.ReplicaState) []rl.ReplicaState {
+	if len(s) == 0 {
+		return noStates
+	}
+	if len(s) > sharedStatesMax {
+		return append([]rl.ReplicaState(nil), s...)
+	}
+	n := numReplicaStates
+	key := 0
+	for i := len(s) - 1; i >= 0; i-- {
+		if int(s[i]) >= n {
+			return append([]rl.ReplicaState(nil), s...)
+		}
+		key = key*n + int(s[i])
+	}
+	return sharedStateLists[len(s)][key]
 }

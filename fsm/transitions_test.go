@@ -211,3 +211,32 @@ func TestRecordIsAllOrNothing(t *testing.T) {
 		t.Fatal("half a record was applied")
 	}
 }
+
+func TestSharedStatesEqualTheirInput(t *testing.T) {
+	all := rl.AllReplicaStates()
+	for size := 0; size <= sharedStatesMax+1; size++ {
+		s := make([]rl.ReplicaState, size)
+		for k := 0; k < 500; k++ {
+			for i := range s {
+				s[i] = all[(k*7+i*3+k/(i+1))%len(all)]
+			}
+			got := sharedStates(s)
+			if len(got) != len(s) || got == nil {
+				t.Fatalf("sharedStates(%v) = %v", s, got)
+			}
+			for i := range s {
+				if got[i] != s[i] {
+					t.Fatalf("sharedStates(%v) = %v", s, got)
+				}
+			}
+			if size <= sharedStatesMax && cap(got) != len(got) {
+				t.Fatalf("shared list %v has room to grow into its neighbour", got)
+			}
+		}
+	}
+	// A state past the known ones is copied, not looked up.
+	odd := []rl.ReplicaState{1, 200}
+	if got := sharedStates(odd); got[1] != 200 || &got[0] == &odd[0] {
+		t.Fatalf("sharedStates(%v) = %v", odd, got)
+	}
+}

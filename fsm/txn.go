@@ -7,9 +7,17 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
-type partKey struct {
-	topic rl.TopicID
-	part  int32
+// topicStage holds what a Txn staged for the partitions of one topic.
+type topicStage struct {
+	parts map[int32]*Partition
+	// slots is the topic's partition slot count once this Txn changed it.
+	slots    int32
+	hasSlots bool
+	// gone: the topic was deleted in this Txn (and not created again).
+	gone bool
+	// fresh: the topic was created in this Txn, so parts holds all of its
+	// partitions and none of the base's count.
+	fresh bool
 }
 
 // Txn stages records over a base image without changing it. Records are
@@ -25,24 +33,35 @@ type partKey struct {
 // not change while the Txn is in use (hold the FSM's view).
 type Txn struct {
 	base    store
+	img     *Image // base, when the base is an Image
 	index   uint64
 	topics  map[rl.TopicID]*Topic // nil value: deleted in this Txn
 	names   map[string]rl.TopicID // zero id: name freed in this Txn
 	brokers map[int32]*Broker     // nil value: deleted in this Txn
-	parts   map[partKey]*Partition
-	slots   map[rl.TopicID]int32
-	touched map[rl.TopicID]bool
+	stages  map[rl.TopicID]*topicStage
 	ctrlSet bool
 	ctrl    [2]int32
 	delta   int
 	sec     *Security // nil: the base's
 	records []rl.Record
+	// A large event works through one topic after another: the last
+	// topic's stage (nil: nothing staged) and base topic are kept at hand.
+	lastSet   bool
+	lastID    rl.TopicID
+	lastStage *topicStage
+	lastBase  *Topic
+	// arena hands out the Txn's own partition copies.
+	arena []Partition
 }
 
 // NewTxn opens a Txn over im. index is the raft index the records are
 // expected to be committed at (it only affects broker epochs and change
 // indexes inside the Txn).
-func NewTxn(im *Image, index uint64) *Txn { return newTxn(im, index) }
+func NewTxn(im *Image, index uint64) *Txn {
+	tx := newTxn(im, index)
+	tx.img = im
+	return tx
+}
 
 func newTxn(base store, index uint64) *Txn {
 	return &Txn{
@@ -51,10 +70,48 @@ func newTxn(base store, index uint64) *Txn {
 		topics:  map[rl.TopicID]*Topic{},
 		names:   map[string]rl.TopicID{},
 		brokers: map[int32]*Broker{},
-		parts:   map[partKey]*Partition{},
-		slots:   map[rl.TopicID]int32{},
-		touched: map[rl.TopicID]bool{},
+		stages:  map[rl.TopicID]*topicStage{},
 	}
+}
+
+// stage returns what this Txn staged for the topic's partitions, or nil.
+func (tx *Txn) stage(id rl.TopicID) *topicStage {
+	if tx.lastSet && tx.lastID == id {
+		return tx.lastStage
+	}
+	st := tx.stages[id]
+	tx.lastSet, tx.lastID, tx.lastStage, tx.lastBase = true, id, st, nil
+	if tx.img != nil {
+		tx.lastBase = tx.img.topics[id]
+	}
+	return st
+}
+
+// touch returns the topic's stage, creating it.
+func (tx *Txn) touch(id rl.TopicID) *topicStage {
+	if st := tx.stage(id); st != nil {
+		return st
+	}
+	st := &topicStage{parts: map[int32]*Partition{}}
+	tx.stages[id] = st
+	tx.lastStage = st
+	return st
+}
+
+// newPartition returns a Partition of the Txn's own holding v.
+func (tx *Txn) newPartition(v Partition) *Partition {
+	if len(tx.arena) == cap(tx.arena) {
+		n := 2 * cap(tx.arena)
+		if n < 16 {
+			n = 16
+		}
+		if n > 4096 {
+			n = 4096
+		}
+		tx.arena = make([]Partition, 0, n)
+	}
+	tx.arena = append(tx.arena, v)
+	return &tx.arena[len(tx.arena)-1]
 }
 
 // Child opens a Txn over this one; Merge folds it back.
@@ -83,9 +140,10 @@ func (tx *Txn) Merge(child *Txn) {
 }
 
 func (tx *Txn) absorb(c *Txn) {
+	tx.lastSet = false
 	if tx.isEmpty() {
 		// The common case of one big event: take its maps as they are.
-		tx.topics, tx.names, tx.brokers, tx.parts, tx.slots, tx.touched = c.topics, c.names, c.brokers, c.parts, c.slots, c.touched
+		tx.topics, tx.names, tx.brokers, tx.stages = c.topics, c.names, c.brokers, c.stages
 		tx.ctrlSet, tx.ctrl, tx.delta = c.ctrlSet, c.ctrl, c.delta
 		tx.sec = c.sec
 		tx.records = append(tx.records, c.records...)
@@ -100,14 +158,21 @@ func (tx *Txn) absorb(c *Txn) {
 	for k, v := range c.brokers {
 		tx.brokers[k] = v
 	}
-	for k, v := range c.parts {
-		tx.parts[k] = v
-	}
-	for k, v := range c.slots {
-		tx.slots[k] = v
-	}
-	for k := range c.touched {
-		tx.touched[k] = true
+	for id, cs := range c.stages {
+		st := tx.stages[id]
+		if st == nil || cs.fresh {
+			tx.stages[id] = cs
+			continue
+		}
+		for p, v := range cs.parts {
+			st.parts[p] = v
+		}
+		if cs.hasSlots {
+			st.slots, st.hasSlots = cs.slots, true
+		}
+		if cs.gone {
+			st.gone = true
+		}
 	}
 	if c.ctrlSet {
 		tx.ctrlSet, tx.ctrl = true, c.ctrl
@@ -123,8 +188,8 @@ func (tx *Txn) absorb(c *Txn) {
 func (tx *Txn) Empty() bool { return tx.isEmpty() }
 
 func (tx *Txn) isEmpty() bool {
-	return len(tx.topics) == 0 && len(tx.names) == 0 && len(tx.brokers) == 0 && len(tx.parts) == 0 && len(tx.touched) == 0 &&
-		len(tx.slots) == 0 && !tx.ctrlSet && tx.delta == 0 && tx.sec == nil
+	return len(tx.topics) == 0 && len(tx.names) == 0 && len(tx.brokers) == 0 && len(tx.stages) == 0 &&
+		!tx.ctrlSet && tx.delta == 0 && tx.sec == nil
 }
 
 // Records returns the staged records in the order they were applied.
@@ -142,8 +207,18 @@ func (e *Rejection) Unwrap() error { return e.Err }
 // store implementation.
 
 func (tx *Txn) topic(id rl.TopicID) *Topic {
-	if t, ok := tx.topics[id]; ok {
-		return t
+	if len(tx.topics) > 0 {
+		if t, ok := tx.topics[id]; ok {
+			return t
+		}
+	}
+	return tx.baseTopic(id)
+}
+
+func (tx *Txn) baseTopic(id rl.TopicID) *Topic {
+	if tx.img != nil {
+		tx.stage(id)
+		return tx.lastBase
 	}
 	return tx.base.topic(id)
 }
@@ -171,14 +246,15 @@ func (tx *Txn) writableTopic(id rl.TopicID) *Topic {
 }
 
 func (tx *Txn) putTopic(t *Topic) {
-	tx.touched[t.ID] = true
+	st := tx.touch(t.ID)
+	st.parts = map[int32]*Partition{}
+	st.slots, st.hasSlots, st.gone, st.fresh = 0, true, false, true
 	tx.topics[t.ID] = t
 	tx.names[t.Name] = t.ID
-	tx.slots[t.ID] = 0
 }
 
 func (tx *Txn) deleteTopic(t *Topic) {
-	tx.touched[t.ID] = true
+	tx.touch(t.ID).gone = true
 	tx.topics[t.ID] = nil
 	tx.names[t.Name] = rl.TopicID{}
 }
@@ -191,45 +267,59 @@ func (tx *Txn) topicIDByName(name string) (rl.TopicID, bool) {
 }
 
 func (tx *Txn) partition(id rl.TopicID, p int32) *Partition {
-	if !tx.touched[id] {
-		return tx.base.partition(id, p)
-	}
-	if t, ok := tx.topics[id]; ok && t == nil {
-		return nil
-	}
-	if v, ok := tx.parts[partKey{id, p}]; ok {
-		if v.State == rl.NonExistentPartition {
+	if st := tx.stage(id); st != nil {
+		if st.gone {
 			return nil
 		}
-		return v
+		if v, ok := st.parts[p]; ok {
+			if v.State == rl.NonExistentPartition {
+				return nil
+			}
+			return v
+		}
+		if st.hasSlots && p >= st.slots {
+			return nil
+		}
 	}
-	if n, ok := tx.slots[id]; ok && p >= n {
+	if tx.img != nil {
+		if t := tx.lastBase; t != nil {
+			return t.partition(p)
+		}
 		return nil
 	}
 	return tx.base.partition(id, p)
 }
 
+func (tx *Txn) partitionIn(t *Topic, p int32) *Partition { return tx.partition(t.ID, p) }
+
 func (tx *Txn) partitionSlots(id rl.TopicID) int32 {
-	if t, ok := tx.topics[id]; ok && t == nil {
-		return 0
+	if st := tx.stage(id); st != nil {
+		if st.gone {
+			return 0
+		}
+		if st.hasSlots {
+			return st.slots
+		}
 	}
-	if n, ok := tx.slots[id]; ok {
-		return n
+	if tx.img != nil {
+		if t := tx.lastBase; t != nil {
+			return int32(len(t.parts))
+		}
+		return 0
 	}
 	return tx.base.partitionSlots(id)
 }
 
 func (tx *Txn) setPartition(id rl.TopicID, p int32, v Partition) {
-	tx.touched[id] = true
-	k := partKey{id, p}
-	if cur, ok := tx.parts[k]; ok {
+	st := tx.touch(id)
+	if cur := st.parts[p]; cur != nil {
 		*cur = v // this Txn's own copy: overwrite rather than allocate
 		return
 	}
-	tx.parts[k] = &v
+	st.parts[p] = tx.newPartition(v)
 }
 
-func (tx *Txn) staged(id rl.TopicID) bool { return tx.touched[id] || tx.base.staged(id) }
+func (tx *Txn) staged(id rl.TopicID) bool { return tx.stage(id) != nil || tx.base.staged(id) }
 
 // EachPartition implements Reader.
 func (tx *Txn) EachPartition(id rl.TopicID, fn func(int32, *Partition) bool) {
@@ -246,10 +336,10 @@ func (tx *Txn) EachPartition(id rl.TopicID, fn func(int32, *Partition) bool) {
 }
 
 func (tx *Txn) appendPartition(id rl.TopicID, v Partition) {
-	tx.touched[id] = true
+	st := tx.touch(id)
 	n := tx.partitionSlots(id)
-	tx.parts[partKey{id, n}] = &v
-	tx.slots[id] = n + 1
+	st.parts[n] = tx.newPartition(v)
+	st.slots, st.hasSlots = n+1, true
 }
 
 func (tx *Txn) broker(id int32) *Broker {

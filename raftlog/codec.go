@@ -48,6 +48,10 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 var encPool = sync.Pool{New: func() any {
 	buf := new(bytes.Buffer)
 	enc := msgpack.NewEncoder(buf)
+	// Integers take their shortest form: broker ids, partition numbers and
+	// epochs are small, and a fixed five bytes each would triple the
+	// size of a broker event's entries. Decoders read any form.
+	enc.UseCompactInts(true)
 	return &pooledEncoder{buf: buf, enc: enc}
 }}
 
@@ -166,6 +170,12 @@ func validate(r Record) error {
 	case *PartitionChange:
 		if rec.Set&^(ChangeLeader|ChangeISR|ChangeReplicas|ChangeReassignment) != 0 {
 			return fmt.Errorf("field Set: unknown bits %#x", rec.Set)
+		}
+	case *PartitionChanges:
+		for i := range rec.Changes {
+			if set := rec.Changes[i].Set; set&^(ChangeLeader|ChangeISR|ChangeReplicas|ChangeReassignment) != 0 {
+				return fmt.Errorf("field Changes[%d].Set: unknown bits %#x", i, set)
+			}
 		}
 	}
 	return nil

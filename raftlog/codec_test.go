@@ -39,6 +39,12 @@ func sampleRecords() []Record {
 			PatternType: PatternPrefixed, Operation: OpCreate, Permission: PermissionAllow}},
 			Remove: []AclRule{{Principal: "User:bob", Host: "*", ResourceType: ResourceCluster, ResourceName: ClusterResourceName,
 				PatternType: PatternLiteral, Operation: OpAlter, Permission: PermissionDeny}}},
+		&PartitionChanges{TopicID: tid, Changes: []PartitionDelta{
+			{Partition: 5, PartitionEpoch: 11, Set: ChangeLeader | ChangeISR, Leader: 2, ISR: []int32{2, 3}},
+			{Partition: 6, PartitionEpoch: 3, Set: ChangeISR, Leader: 1, ISR: []int32{}},
+			{Partition: 7, PartitionEpoch: 12, Set: ChangeReplicas | ChangeReassignment,
+				Replicas: []int32{1, 2, 3, 4}, Adding: []int32{4}, Removing: []int32{1}},
+		}},
 	}
 }
 

@@ -14,10 +14,27 @@ type (
 	plainPartitionChange      PartitionChange
 	plainReplicaStateChange   ReplicaStateChange
 	plainPartitionStateChange PartitionStateChange
+	plainPartitionChanges     PartitionChanges
 )
 
+// marshalCompact encodes v as the record encoder does.
+func marshalCompact(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	err := enc.Encode(v)
+	return buf.Bytes(), err
+}
+
 func TestFastCodecMatchesStructTags(t *testing.T) {
-	for _, r := range sampleRecords() {
+	wide := []Record{
+		// Integers of every width and sign.
+		&PartitionChange{TopicID: tid, Partition: 300, PartitionEpoch: 70_000, Set: 255, Leader: -1,
+			ISR: []int32{127, 128, 255, 256, 65_535, 65_536, -33, -129, 1 << 30}},
+		&ReplicaStateChange{TopicID: tid, State: 200, Replicas: []ReplicaRef{{Partition: 1 << 20, Broker: -5}}},
+		&PartitionChanges{TopicID: tid, Changes: []PartitionDelta{{Partition: 40_000, PartitionEpoch: -7, Set: 200, Leader: 1<<31 - 1}}},
+	}
+	for _, r := range append(sampleRecords(), wide...) {
 		var plain any
 		switch v := r.(type) {
 		case *Partition:
@@ -28,16 +45,21 @@ func TestFastCodecMatchesStructTags(t *testing.T) {
 			plain = (*plainReplicaStateChange)(v)
 		case *PartitionStateChange:
 			plain = (*plainPartitionStateChange)(v)
+		case *PartitionChanges:
+			plain = (*plainPartitionChanges)(v)
 		default:
 			continue
 		}
-		want, err := msgpack.Marshal(plain)
+		want, err := marshalCompact(plain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := msgpack.Marshal(r)
+		got, err := marshalCompact(r)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if enc, err := EncodeRecord(r); err != nil || !bytes.Equal(enc[2:], got) {
+			t.Errorf("%s: the record encoder wrote %x, want %x (%v)", r.Type(), enc, got, err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s: hand-written encoding %x differs from struct-tag encoding %x", r.Type(), got, want)
@@ -63,4 +85,35 @@ func BenchmarkDecodeBatchPartitionChanges(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
+
+func TestPartitionChangesCountIsBoundedByInput(t *testing.T) {
+	// A declared count of 65535 changes in a few bytes is refused before
+	// anything is allocated for it.
+	b, _ := EncodeRecord(&PartitionChanges{TopicID: tid, Changes: []PartitionDelta{{Partition: 1}}})
+	i := bytes.IndexByte(b[2:], 0x91) + 2 // the one-element array of changes
+	bad := append(append(append([]byte(nil), b[:i]...), 0xdc, 0xff, 0xff), b[i+1:]...)
+	if _, err := DecodeRecord(bad); err == nil {
+		t.Fatal("an oversized change count decoded")
+	}
+}
+
+func BenchmarkDecodeBatchPartitionChangesRecord(b *testing.B) {
+	var recs []Record
+	for t := 0; t < 100; t++ {
+		rec := &PartitionChanges{TopicID: TopicID{byte(t)}}
+		for p := 0; p < 100; p++ {
+			rec.Changes = append(rec.Changes, PartitionDelta{Partition: int32(p), PartitionEpoch: 4, Set: ChangeLeader | ChangeISR, Leader: 2, ISR: []int32{2, 3}})
+		}
+		recs = append(recs, rec)
+	}
+	data, _ := EncodeBatch(recs)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeBatch(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10_000), "ns/change")
 }

@@ -285,3 +285,80 @@ func (rec *PartitionStateChange) decodeFast(r *mpReader) (err error) {
 	rec.Partitions, err = r.int32s()
 	return err
 }
+
+// partitionDeltaMinBytes is the least a PartitionDelta takes: an array
+// header and eight one-byte fields. It bounds what a declared count may
+// make the decoder allocate.
+const partitionDeltaMinBytes = 9
+
+func (rec *PartitionChanges) decodeFast(r *mpReader) (err error) {
+	if err = r.expectArray("PartitionChanges", 2); err != nil {
+		return err
+	}
+	if err = r.topicID(&rec.TopicID); err != nil {
+		return err
+	}
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return err
+	}
+	if left := len(r.b) - r.pos; n > left/partitionDeltaMinBytes {
+		return fmt.Errorf("msgpack: %d partition changes cannot fit in %d bytes", n, left)
+	}
+	rec.Changes = make([]PartitionDelta, n)
+	// The changes' broker lists share backing arrays, a few allocations
+	// for the whole record rather than one per list.
+	var pool []int32
+	for i := range rec.Changes {
+		d := &rec.Changes[i]
+		if err = r.expectArray("PartitionDelta", 8); err != nil {
+			return err
+		}
+		if d.Partition, err = r.int32(); err != nil {
+			return err
+		}
+		if d.PartitionEpoch, err = r.int32(); err != nil {
+			return err
+		}
+		if d.Set, err = r.uint8(); err != nil {
+			return err
+		}
+		if d.Leader, err = r.int32(); err != nil {
+			return err
+		}
+		for _, dst := range []*[]int32{&d.ISR, &d.Replicas, &d.Adding, &d.Removing} {
+			if *dst, pool, err = r.int32sFrom(pool, n-i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// int32sFrom is int32s with the result carved out of pool (grown as
+// needed, by room for about `ahead` more lists); it returns the rest of
+// the pool.
+func (r *mpReader) int32sFrom(pool []int32, ahead int) ([]int32, []int32, error) {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return nil, pool, err
+	}
+	if n == 0 {
+		return []int32{}, pool, nil
+	}
+	if cap(pool)-len(pool) < n {
+		// Each int32 takes at least a byte, so what is left of the input
+		// bounds the room worth making.
+		room := min(max(n, 4*ahead), len(r.b)-r.pos)
+		pool = make([]int32, 0, max(room, n))
+	}
+	start := len(pool)
+	for i := 0; i < n; i++ {
+		v, err := r.int32()
+		if err != nil {
+			return nil, pool, err
+		}
+		pool = append(pool, v)
+	}
+	return pool[start:len(pool):len(pool)], pool, nil
+}

@@ -293,6 +293,15 @@ func (m *Mirror) onCommit(index uint64, batch rl.Batch, res *fsm.ApplyResult) {
 			if rec.Has(rl.ChangeReplicas) || rec.Has(rl.ChangeReassignment) {
 				keys = append(keys, mkey{kind: kTopic, topic: rec.TopicID}, mkey{kind: kReassign})
 			}
+		case *rl.PartitionChanges:
+			reassign := false
+			for _, d := range rec.Changes {
+				keys = append(keys, mkey{kind: kPart, topic: rec.TopicID, part: d.Partition})
+				reassign = reassign || d.Has(rl.ChangeReplicas) || d.Has(rl.ChangeReassignment)
+			}
+			if reassign {
+				keys = append(keys, mkey{kind: kTopic, topic: rec.TopicID}, mkey{kind: kReassign})
+			}
 		case *rl.ReplicaStateChange:
 			if rec.State == rl.NonExistentReplica {
 				keys = append(keys, mkey{kind: kTopic, topic: rec.TopicID})
