@@ -9,7 +9,11 @@ import (
 
 // topicStage holds what a Txn staged for the partitions of one topic.
 type topicStage struct {
-	parts map[int32]*Partition
+	// parts holds the staged partitions by number (nil: not staged). It
+	// is dense: a topic's partitions are numbered from 0 and a Txn only
+	// stages partitions that exist, so a slice indexed by number does the
+	// job of a map at a fraction of the cost.
+	parts []*Partition
 	// slots is the topic's partition slot count once this Txn changed it.
 	slots    int32
 	hasSlots bool
@@ -92,10 +96,27 @@ func (tx *Txn) touch(id rl.TopicID) *topicStage {
 	if st := tx.stage(id); st != nil {
 		return st
 	}
-	st := &topicStage{parts: map[int32]*Partition{}}
+	st := &topicStage{}
 	tx.stages[id] = st
 	tx.lastStage = st
 	return st
+}
+
+// get returns the staged partition p, or nil.
+func (st *topicStage) get(p int32) *Partition {
+	if p < 0 || int(p) >= len(st.parts) {
+		return nil
+	}
+	return st.parts[p]
+}
+
+// put stages v as partition p (p >= 0: only existing or appended
+// partitions are staged).
+func (st *topicStage) put(p int32, v *Partition) {
+	if int(p) >= len(st.parts) {
+		st.parts = append(st.parts, make([]*Partition, int(p)+1-len(st.parts))...)
+	}
+	st.parts[p] = v
 }
 
 // newPartition returns a Partition of the Txn's own holding v.
@@ -165,7 +186,9 @@ func (tx *Txn) absorb(c *Txn) {
 			continue
 		}
 		for p, v := range cs.parts {
-			st.parts[p] = v
+			if v != nil {
+				st.put(int32(p), v)
+			}
 		}
 		if cs.hasSlots {
 			st.slots, st.hasSlots = cs.slots, true
@@ -247,7 +270,7 @@ func (tx *Txn) writableTopic(id rl.TopicID) *Topic {
 
 func (tx *Txn) putTopic(t *Topic) {
 	st := tx.touch(t.ID)
-	st.parts = map[int32]*Partition{}
+	st.parts = nil
 	st.slots, st.hasSlots, st.gone, st.fresh = 0, true, false, true
 	tx.topics[t.ID] = t
 	tx.names[t.Name] = t.ID
@@ -271,7 +294,7 @@ func (tx *Txn) partition(id rl.TopicID, p int32) *Partition {
 		if st.gone {
 			return nil
 		}
-		if v, ok := st.parts[p]; ok {
+		if v := st.get(p); v != nil {
 			if v.State == rl.NonExistentPartition {
 				return nil
 			}
@@ -312,11 +335,18 @@ func (tx *Txn) partitionSlots(id rl.TopicID) int32 {
 
 func (tx *Txn) setPartition(id rl.TopicID, p int32, v Partition) {
 	st := tx.touch(id)
-	if cur := st.parts[p]; cur != nil {
+	if cur := st.get(p); cur != nil {
 		*cur = v // this Txn's own copy: overwrite rather than allocate
 		return
 	}
-	st.parts[p] = tx.newPartition(v)
+	if len(st.parts) == 0 && !st.hasSlots && p >= 0 {
+		// First partition staged for a topic of the base: size the
+		// slice for all of its partitions at once.
+		if n := tx.partitionSlots(id); p < n {
+			st.parts = make([]*Partition, n)
+		}
+	}
+	st.put(p, tx.newPartition(v))
 }
 
 func (tx *Txn) staged(id rl.TopicID) bool { return tx.stage(id) != nil || tx.base.staged(id) }
@@ -338,7 +368,7 @@ func (tx *Txn) EachPartition(id rl.TopicID, fn func(int32, *Partition) bool) {
 func (tx *Txn) appendPartition(id rl.TopicID, v Partition) {
 	st := tx.touch(id)
 	n := tx.partitionSlots(id)
-	st.parts[n] = tx.newPartition(v)
+	st.put(n, tx.newPartition(v))
 	st.slots, st.hasSlots = n+1, true
 }
 
