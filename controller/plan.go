@@ -107,6 +107,9 @@ func (p *plan) reserve(n int) { p.um = slices.Grow(p.um, n) }
 // updateMetadata sends the partition to all live brokers.
 func (p *plan) updateMetadata(ref partRef) { p.um = append(p.um, ref) }
 
+// reserveStop makes room for n more StopReplica partitions to broker b.
+func (p *plan) reserveStop(b int32, n int) { p.stop[b] = slices.Grow(p.stop[b], n) }
+
 func (p *plan) stopReplica(ref partRef, broker int32, del bool, leaderEpoch int32) {
 	p.stop[broker] = append(p.stop[broker], stopItem{ref: ref, stopEntry: stopEntry{delete: del, leaderEpoch: leaderEpoch}})
 }

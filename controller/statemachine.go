@@ -70,6 +70,15 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 	valid := make([]replica, 0, len(replicas))
 	if target == rl.OfflineReplica {
 		ec.plan.reserve(len(replicas))
+		// Sorted by broker: each run is one broker's StopReplica list.
+		for i := 0; i < len(replicas); {
+			j := i + 1
+			for j < len(replicas) && replicas[j].broker == replicas[i].broker {
+				j++
+			}
+			ec.plan.reserveStop(replicas[i].broker, j-i)
+			i = j
+		}
 	}
 	for _, r := range replicas {
 		p := im.Partition(r.ref.id, r.ref.part)
