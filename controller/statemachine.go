@@ -70,6 +70,7 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 	valid := make([]replica, 0, len(replicas))
 	if target == rl.OfflineReplica {
 		ec.plan.reserve(len(replicas))
+		ec.txn.Grow(len(replicas)) // up to a PartitionChange each
 		// Sorted by broker: each run is one broker's StopReplica list.
 		for i := 0; i < len(replicas); {
 			j := i + 1
@@ -208,6 +209,7 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 	}
 	if target == rl.OnlinePartition {
 		ec.plan.reserve(len(refs))
+		ec.txn.Grow(len(refs)) // up to a PartitionChange each
 	}
 	var offline []partRef
 	live, shutting := ec.liveSet()

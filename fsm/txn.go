@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 
@@ -217,6 +218,10 @@ func (tx *Txn) isEmpty() bool {
 
 // Records returns the staged records in the order they were applied.
 func (tx *Txn) Records() []rl.Record { return tx.records }
+
+// Grow makes room for n more staged records, for a caller about to stage
+// many.
+func (tx *Txn) Grow(n int) { tx.records = slices.Grow(tx.records, n) }
 
 // Len is the number of staged records.
 func (tx *Txn) Len() int { return len(tx.records) }
