@@ -26,6 +26,8 @@ type eventCtx struct {
 	log  hclog.Logger
 	// live caches liveSet until a broker record is staged.
 	live *[2]BrokerSet
+	// changes hands out PartitionChange records (see change).
+	changes []rl.PartitionChange
 	// endRound asks the loop to propose what it has before running the
 	// next event (a broker registration does, so no later event of the
 	// round depends on a broker epoch that is only known at commit).
