@@ -341,8 +341,8 @@ func (ec *eventCtx) dropLeadership(refs []partRef) error {
 		if p == nil || p.Leader == rl.NoLeader {
 			continue
 		}
-		if err := ec.stageEach(ec.change(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
-			Set: rl.ChangeLeader, Leader: rl.NoLeader})); err != nil {
+		if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+			Set: rl.ChangeLeader, Leader: rl.NoLeader}); err != nil {
 			return err
 		}
 		// The old leader must hear that it leads no more.

@@ -31,15 +31,14 @@ func (ec *eventCtx) stageEach(records ...rl.Record) error {
 	return nil
 }
 
-// change returns a PartitionChange record holding v. A large event
-// stages hundreds of thousands of them: they come out of chunks rather
-// than one allocation each.
-func (ec *eventCtx) change(v rl.PartitionChange) *rl.PartitionChange {
-	if len(ec.changes) == cap(ec.changes) {
-		ec.changes = make([]rl.PartitionChange, 0, min(max(2*cap(ec.changes), 16), 4096))
+// stageChange stages a partition change. Runs of one topic's changes are
+// packed into PartitionChanges records as they are staged (see
+// fsm.Txn.StagePartitionChange).
+func (ec *eventCtx) stageChange(c rl.PartitionChange) error {
+	if err := ec.txn.StagePartitionChange(c.TopicID, c.Delta()); err != nil {
+		return fmt.Errorf("staging %s: %w", rl.TypePartitionChange, err)
 	}
-	ec.changes = append(ec.changes, v)
-	return &ec.changes[len(ec.changes)-1]
+	return nil
 }
 
 // liveSet returns the brokers that are registered and unfenced in the
@@ -175,8 +174,8 @@ func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 	if leader == p.Leader && sameInts(isr, p.ISR) {
 		return nil // nothing the other replicas or brokers need to hear
 	}
-	if err := ec.stageEach(ec.change(rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
-		Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr})); err != nil {
+	if err := ec.stageChange(rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
+		Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr}); err != nil {
 		return err
 	}
 	if leader != rl.NoLeader {
@@ -252,8 +251,8 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 			if el.Leader == rl.NoLeader && p.Leader != rl.NoLeader && strategy != PreferredElection && strategy != ReassignedElection {
 				// The leader is gone and nobody clean can take over:
 				// commit leader -1, keep the ISR, go offline.
-				if err := ec.stageEach(ec.change(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
-					Set: rl.ChangeLeader | rl.ChangeISR, Leader: rl.NoLeader, ISR: el.ISR})); err != nil {
+				if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+					Set: rl.ChangeLeader | rl.ChangeISR, Leader: rl.NoLeader, ISR: el.ISR}); err != nil {
 					return nil, err
 				}
 				ec.plan.updateMetadata(ref)
@@ -264,8 +263,8 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 			continue
 		}
 		if el.Leader != p.Leader || !sameInts(el.ISR, p.ISR) {
-			if err := ec.stageEach(ec.change(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
-				Set: rl.ChangeLeader | rl.ChangeISR, Leader: el.Leader, ISR: el.ISR})); err != nil {
+			if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+				Set: rl.ChangeLeader | rl.ChangeISR, Leader: el.Leader, ISR: el.ISR}); err != nil {
 				return nil, err
 			}
 		}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -49,6 +50,14 @@ type Txn struct {
 	delta   int
 	sec     *Security // nil: the base's
 	records []rl.Record
+	// n counts the staged records as Len does.
+	n int
+	// open is the PartitionChanges record StagePartitionChange packs
+	// into while it is the last record; deltas holds its changes (and
+	// those of earlier packs), packOff where open's begin.
+	open    *rl.PartitionChanges
+	deltas  []rl.PartitionDelta
+	packOff int
 	// A large event works through one topic after another: the last
 	// topic's stage (nil: nothing staged) and base topic are kept at hand.
 	lastSet   bool
@@ -149,6 +158,9 @@ func (tx *Txn) Apply(records ...rl.Record) error {
 		}
 	}
 	child.records = records
+	for _, r := range records {
+		child.n += Weight(r)
+	}
 	tx.absorb(child)
 	return nil
 }
@@ -163,6 +175,7 @@ func (tx *Txn) Merge(child *Txn) {
 
 func (tx *Txn) absorb(c *Txn) {
 	tx.lastSet = false
+	tx.n += c.n
 	if tx.isEmpty() {
 		// The common case of one big event: take its maps as they are.
 		tx.topics, tx.names, tx.brokers, tx.stages = c.topics, c.names, c.brokers, c.stages
@@ -223,8 +236,19 @@ func (tx *Txn) Records() []rl.Record { return tx.records }
 // many.
 func (tx *Txn) Grow(n int) { tx.records = slices.Grow(tx.records, n) }
 
-// Len is the number of staged records.
-func (tx *Txn) Len() int { return len(tx.records) }
+// Len is the number of staged records, a PartitionChanges counting one
+// for each of its changes (see Weight): the positions a caller numbers
+// records by, however StagePartitionChange packed them.
+func (tx *Txn) Len() int { return tx.n }
+
+// Weight is what a record counts for in Len: one per change for a
+// PartitionChanges, one for any other record.
+func Weight(r rl.Record) int {
+	if pcs, ok := r.(*rl.PartitionChanges); ok {
+		return len(pcs.Changes)
+	}
+	return 1
+}
 
 func (e *Rejection) Error() string {
 	return "record " + strconv.Itoa(e.Record) + " (" + e.Type.String() + "): " + e.Err.Error()
@@ -453,5 +477,49 @@ func (tx *Txn) Stage(r rl.Record) error {
 		return &Rejection{Record: tx.Len(), Type: r.Type(), Err: err}
 	}
 	tx.records = append(tx.records, r)
+	tx.n += Weight(r)
+	return nil
+}
+
+// StagePartitionChange stages the change d of partition d.Partition of
+// topic id as Stage stages a PartitionChange record, with the same checks
+// and the same rejection. Consecutive changes of one topic in ascending
+// partition order are packed into one PartitionChanges record, which the
+// FSM applies as it would apply them one by one: a large event stages
+// hundreds of thousands of changes, and this saves a record each. The
+// caller may cut a packed record anywhere between changes.
+func (tx *Txn) StagePartitionChange(id rl.TopicID, d rl.PartitionDelta) error {
+	reject := func(err error) error {
+		return &Rejection{Record: tx.Len(), Type: rl.TypePartitionChange, Err: err}
+	}
+	t := tx.topic(id)
+	if t == nil {
+		return reject(fmt.Errorf("%w: %s", ErrUnknownTopic, id))
+	}
+	cur, err := checkPartitionChange(tx, t, &d)
+	if err != nil {
+		return reject(err)
+	}
+	commitPartitionChange(tx, id, tx.index, cur, &d)
+	tx.n++
+	if pc := tx.open; pc != nil && len(tx.records) > 0 && tx.records[len(tx.records)-1] == rl.Record(pc) &&
+		pc.TopicID == id && pc.Changes[len(pc.Changes)-1].Partition < d.Partition {
+		if len(tx.deltas) == cap(tx.deltas) {
+			// Move the open record's changes to a larger chunk.
+			fresh := make([]rl.PartitionDelta, 0, max(4096, 2*len(pc.Changes)))
+			tx.packOff = 0
+			tx.deltas = append(fresh, pc.Changes...)
+		}
+		tx.deltas = append(tx.deltas, d)
+		pc.Changes = tx.deltas[tx.packOff:len(tx.deltas):len(tx.deltas)]
+		return nil
+	}
+	if len(tx.deltas) == cap(tx.deltas) {
+		tx.deltas = make([]rl.PartitionDelta, 0, 4096)
+	}
+	tx.packOff = len(tx.deltas)
+	tx.deltas = append(tx.deltas, d)
+	tx.open = &rl.PartitionChanges{TopicID: id, Changes: tx.deltas[tx.packOff:len(tx.deltas):len(tx.deltas)]}
+	tx.records = append(tx.records, tx.open)
 	return nil
 }
