@@ -370,9 +370,11 @@ func (tx *Txn) setPartition(id rl.TopicID, p int32, v Partition) {
 	}
 	if len(st.parts) == 0 && !st.hasSlots && p >= 0 {
 		// First partition staged for a topic of the base: size the
-		// slice for all of its partitions at once.
+		// slice for all of its partitions at once, unless the topic is
+		// large enough that one staged partition should not cost a
+		// slot for each (put grows the slice as needed).
 		if n := tx.partitionSlots(id); p < n {
-			st.parts = make([]*Partition, n)
+			st.parts = make([]*Partition, min(n, max(p+1, 1024)))
 		}
 	}
 	st.put(p, tx.newPartition(v))

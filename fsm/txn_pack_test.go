@@ -102,3 +102,32 @@ func equalInt32s(a, b []int32) bool {
 	}
 	return true
 }
+
+// A Txn stages a partition of a topic with many partitions without a slot
+// for each, and still finds what it staged past the first slots.
+func TestTxnStagesPartitionsOfALargeTopic(t *testing.T) {
+	tf := newTestFSM(t)
+	id := tf.seed(3, 1, 2, 3)
+	for p := int32(1); p < 3000; p++ {
+		tf.mustCommit(&rl.Partition{TopicID: id, Partition: p, Replicas: []int32{1, 2, 3}})
+	}
+	tf.View(func(im *Image) {
+		tx := NewTxn(im, im.AppliedIndex()+1)
+		for i, p := range []int32{5, 2999, 1500} {
+			if err := tx.StagePartitionChange(id, rl.PartitionDelta{Partition: p, Set: rl.ChangeLeader, Leader: 2}); err != nil {
+				t.Fatal(err)
+			}
+			if n := cap(tx.stages[id].parts); i == 0 && n > 1024 {
+				t.Fatalf("one staged partition took %d slots", n)
+			}
+		}
+		for _, p := range []int32{5, 1500, 2999} {
+			if got := tx.Partition(id, p); got.Leader != 2 || got.PartitionEpoch != 1 {
+				t.Fatalf("partition %d: %+v", p, got)
+			}
+		}
+		if got := tx.Partition(id, 6); got.Leader != rl.NoLeader {
+			t.Fatalf("partition 6: %+v", got)
+		}
+	})
+}
