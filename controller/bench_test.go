@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"testing"
 	"time"
@@ -121,6 +123,12 @@ func BenchmarkBrokerEvents1M(b *testing.B) {
 		floor := rawRaftFloor(b, c, 50)
 		loadImage(b, c, parts, 10)
 
+		// CQ_EVENT_PROFILE names a file for a CPU profile of the two
+		// events alone (the image load left out).
+		stopProfile := startEventProfile(b)
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+
 		// Controlled shutdown of broker 1.
 		sims[1].stop()
 		led := c.ledBy(1)
@@ -143,6 +151,8 @@ func BenchmarkBrokerEvents1M(b *testing.B) {
 			return nil, ec.fenceBroker(ec.img().Broker(2))
 		}, nil)
 		fence := time.Since(start)
+		stopProfile()
+		runtime.ReadMemStats(&ms1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -152,9 +162,48 @@ func BenchmarkBrokerEvents1M(b *testing.B) {
 		b.ReportMetric(float64(shutdown.Milliseconds()), "shutdown-ms")
 		b.ReportMetric(float64(fence.Milliseconds()), "fence-ms")
 		b.ReportMetric(float64(floor.Microseconds())/1000, "raft-floor-ms")
+		// Allocation and GC cycles of the two events (all three voters
+		// and the benchmark's own checks between them).
+		b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/(1<<20), "events-alloc-MB")
+		b.ReportMetric(float64(ms1.NumGC-ms0.NumGC), "events-gcs")
 		b.Logf("partitions=%d: controlled shutdown of a leader of %d partitions %v; fence of a leader of %d partitions %v; raw raft floor %v",
 			parts, led, shutdown, led2, fence, floor)
 		c.shutdown()
+	}
+}
+
+// CQ_EVENT_MEMPROFILE names a prefix for two heap profiles taken
+// around the events (compare them with pprof -base).
+func startEventProfile(b *testing.B) func() {
+	if prefix := os.Getenv("CQ_EVENT_MEMPROFILE"); prefix != "" {
+		writeHeap := func(name string) {
+			f, err := os.Create(prefix + name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			runtime.GC() // the profile is as of the last collection
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		writeHeap(".before")
+		return func() { writeHeap(".after") }
+	}
+	path := os.Getenv("CQ_EVENT_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 

@@ -341,7 +341,7 @@ func (ec *eventCtx) dropLeadership(refs []partRef) error {
 		if p == nil || p.Leader == rl.NoLeader {
 			continue
 		}
-		if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+		if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 			Set: rl.ChangeLeader, Leader: rl.NoLeader}); err != nil {
 			return err
 		}
@@ -367,20 +367,54 @@ func (ec *eventCtx) dropLeadership(refs []partRef) error {
 // it hosts a replica of, both in (topic id, partition) order.
 func (ec *eventCtx) partitionsOf(id int32) (led, hosted []partRef) {
 	im := ec.img()
+	// A broker of a large cluster hosts hundreds of thousands of
+	// replicas: collect them in chunks and copy once, rather than grow
+	// one slice through many copies.
+	var ledC, hostedC chunks[partRef]
 	for _, t := range sortedTopics(im) {
 		im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
 			if indexOf(p.Replicas, id) < 0 {
 				return true
 			}
 			ref := partRef{id: t.ID, name: t.Name, part: i}
-			hosted = append(hosted, ref)
+			hostedC.add(ref)
 			if p.Leader == id {
-				led = append(led, ref)
+				ledC.add(ref)
 			}
 			return true
 		})
 	}
-	return led, hosted
+	return ledC.slice(), hostedC.slice()
+}
+
+// chunks collects values in chunks of bounded size; slice returns them
+// as one slice of exactly their length.
+type chunks[T any] struct {
+	full [][]T
+	cur  []T
+	n    int
+}
+
+func (c *chunks[T]) add(v T) {
+	if len(c.cur) == cap(c.cur) {
+		if c.cur != nil {
+			c.full = append(c.full, c.cur)
+		}
+		c.cur = make([]T, 0, min(max(c.n, 256), 1<<15))
+	}
+	c.cur = append(c.cur, v)
+	c.n++
+}
+
+func (c *chunks[T]) slice() []T {
+	if len(c.full) == 0 {
+		return c.cur
+	}
+	out := make([]T, 0, c.n)
+	for _, f := range c.full {
+		out = append(out, f...)
+	}
+	return append(out, c.cur...)
 }
 
 // sortedTopics returns every topic in id order.

@@ -140,6 +140,7 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 	computeStart := time.Now()
 	spans := make([]eventSpan, 0, len(batch))
 	var records []rl.Record
+	var staged int // records as Txn.Len counts them
 	rp := newPlan()
 	c.cfg.FSM.View(func(im *fsm.Image) {
 		txn := fsm.NewTxn(im, im.AppliedIndex()+1)
@@ -176,7 +177,7 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 				break
 			}
 		}
-		records = txn.Records()
+		records, staged = txn.Records(), txn.Len()
 	})
 	rest := batch[len(spans):]
 
@@ -201,7 +202,7 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 		}
 		return rest, err
 	}
-	c.observeRound(batch[:len(spans)], now, computeStart, proposeStart, committed, len(records), len(indexes))
+	c.observeRound(batch[:len(spans)], now, computeStart, proposeStart, committed, staged, len(indexes))
 	last := c.cfg.FSM.AppliedIndex()
 	if n := len(indexes); n > 0 {
 		last = indexes[n-1]
@@ -210,7 +211,7 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 		c.send(rp, a, last)
 	}
 	if len(records) > 0 {
-		c.log.Debug("round committed", "events", len(spans), "records", len(records), "entries", len(indexes),
+		c.log.Debug("round committed", "events", len(spans), "records", staged, "entries", len(indexes),
 			"compute", proposeStart.Sub(computeStart).String(), "commit", committed.Sub(proposeStart).String(),
 			"send", time.Since(committed).String())
 	}
@@ -264,8 +265,10 @@ func rejectedIn(rj []globalRejection, start, end int) error {
 // propose writes records as log entries of at most MaxRecordsPerEntry
 // records each, all in flight at once, and waits for them to commit and
 // apply. It returns each entry's index, and any record the FSM rejected.
-// starts lists, in ascending order, the positions where an event's
-// records begin: no packed record spans one.
+// Positions count records as fsm.Txn.Len does (a PartitionChanges one per
+// change; one is cut in two where an entry ends). starts lists, in
+// ascending order, the positions where an event's records begin: no
+// packed record spans one.
 func (c *Controller) propose(records []rl.Record, starts []int) ([]uint64, []globalRejection, error) {
 	if len(records) == 0 {
 		return nil, nil, nil
@@ -273,9 +276,32 @@ func (c *Controller) propose(records []rl.Record, starts []int) ([]uint64, []glo
 	per := c.cfg.MaxRecordsPerEntry
 	var futures []raft.ApplyFuture
 	var origins [][]int
-	for start := 0; start < len(records); start += per {
-		end := min(start+per, len(records))
-		entry, origin := coalesce(records[start:end], start, starts)
+	var chunk []rl.Record
+	var pos []int
+	flat := 0
+	var carry *rl.PartitionChanges // the rest of a record cut at an entry's end
+	for i := 0; i < len(records) || carry != nil; {
+		limit := flat + per
+		chunk, pos = chunk[:0], pos[:0]
+		for flat < limit && (carry != nil || i < len(records)) {
+			var r rl.Record
+			if carry != nil {
+				r, carry = carry, nil
+			} else {
+				r = records[i]
+				i++
+			}
+			w := fsm.Weight(r)
+			if pcs, ok := r.(*rl.PartitionChanges); ok && flat+w > limit {
+				k := limit - flat
+				carry = &rl.PartitionChanges{TopicID: pcs.TopicID, Changes: pcs.Changes[k:]}
+				r, w = &rl.PartitionChanges{TopicID: pcs.TopicID, Changes: pcs.Changes[:k:k]}, k
+			}
+			chunk = append(chunk, r)
+			pos = append(pos, flat)
+			flat += w
+		}
+		entry, origin := coalesce(chunk, pos, starts)
 		data, err := rl.EncodeBatch(entry)
 		if err != nil {
 			return nil, nil, fmt.Errorf("encode: %w", err)
@@ -297,11 +323,11 @@ func (c *Controller) propose(records []rl.Record, starts []int) ([]uint64, []glo
 		switch res := f.Response().(type) {
 		case *fsm.ApplyResult:
 			for _, r := range res.Rejected {
-				off := r.Record
+				off := i * per
 				if r.Record >= 0 && r.Record < len(origins[i]) {
 					off = origins[i][r.Record]
 				}
-				rejected = append(rejected, globalRejection{offset: i*per + off, err: r.Err})
+				rejected = append(rejected, globalRejection{offset: off, err: r.Err})
 			}
 		case error:
 			if firstErr == nil {
@@ -329,27 +355,33 @@ func (c *Controller) send(p *plan, a *activation, offset uint64) {
 // coalesce writes each run of PartitionChange records of one topic, for
 // partitions in ascending order, as one PartitionChanges record: the same
 // changes, which the FSM applies the same way, in a fraction of the bytes
-// and decoding work. origin[i] is the position in records of the first
-// record that out[i] stands for. records sit at offset in the round,
-// whose events begin at the ascending positions starts: a run stops at
-// each.
-func coalesce(records []rl.Record, offset int, starts []int) (out []rl.Record, origin []int) {
+// and decoding work. A PartitionChanges record (packed as it was staged)
+// is written as it is, or as a PartitionChange if it holds one change.
+// pos[i] is the position of records[i] in the round (counted as
+// fsm.Txn.Len counts), whose events begin at the ascending positions
+// starts: a run stops at each. origin[i] is the position of the first
+// record that out[i] stands for.
+func coalesce(records []rl.Record, pos []int, starts []int) (out []rl.Record, origin []int) {
 	out = make([]rl.Record, 0, len(records))
 	origin = make([]int, 0, len(records))
-	next := sort.SearchInts(starts, offset+1) // the first event start after records[0]
+	next := 0 // the first event start after records[i]
 	for i := 0; i < len(records); {
-		for next < len(starts) && starts[next] <= offset+i {
+		for next < len(starts) && starts[next] <= pos[i] {
 			next++
 		}
-		stop := len(records)
-		if next < len(starts) {
-			stop = min(stop, starts[next]-offset)
+		origin = append(origin, pos[i])
+		if pcs, ok := records[i].(*rl.PartitionChanges); ok && len(pcs.Changes) == 1 {
+			d := &pcs.Changes[0]
+			out = append(out, &rl.PartitionChange{TopicID: pcs.TopicID, Partition: d.Partition, PartitionEpoch: d.PartitionEpoch,
+				Set: d.Set, Leader: d.Leader, ISR: d.ISR, Replicas: d.Replicas, Adding: d.Adding, Removing: d.Removing})
+			i++
+			continue
 		}
 		first, ok := records[i].(*rl.PartitionChange)
 		j := i + 1
 		if ok {
 			last := first.Partition
-			for ; j < stop; j++ {
+			for ; j < len(records) && (next >= len(starts) || pos[j] < starts[next]); j++ {
 				pc, ok := records[j].(*rl.PartitionChange)
 				if !ok || pc.TopicID != first.TopicID || pc.Partition <= last {
 					break
@@ -357,7 +389,6 @@ func coalesce(records []rl.Record, offset int, starts []int) (out []rl.Record, o
 				last = pc.Partition
 			}
 		}
-		origin = append(origin, i)
 		if j-i < 2 {
 			out = append(out, records[i])
 			i = j

@@ -143,7 +143,9 @@ func TestKillActiveMidElections(t *testing.T) {
 			for _, r := range s.Sent(b) {
 				var states []PartitionState
 				if r.LeaderAndIsr != nil {
-					states = append(states, r.LeaderAndIsr.Partitions...)
+					for _, ps := range r.LeaderAndIsr.Partitions {
+						states = append(states, *ps)
+					}
 				}
 				if r.UpdateMetadata != nil {
 					states = append(states, r.UpdateMetadata.Partitions...)

@@ -107,6 +107,9 @@ func (p *plan) reserve(n int) { p.um = slices.Grow(p.um, n) }
 // updateMetadata sends the partition to all live brokers.
 func (p *plan) updateMetadata(ref partRef) { p.um = append(p.um, ref) }
 
+// reserveStop makes room for n more StopReplica partitions to broker b.
+func (p *plan) reserveStop(b int32, n int) { p.stop[b] = slices.Grow(p.stop[b], n) }
+
 func (p *plan) stopReplica(ref partRef, broker int32, del bool, leaderEpoch int32) {
 	p.stop[broker] = append(p.stop[broker], stopItem{ref: ref, stopEntry: stopEntry{delete: del, leaderEpoch: leaderEpoch}})
 }
@@ -288,7 +291,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 			}
 		}
 		keys = sortRuns(keys, cmp.Compare[uint32])
-		req := &LeaderAndIsr{Header: header(b), Partitions: make([]PartitionState, 0, len(keys))}
+		req := &LeaderAndIsr{Header: header(b), Partitions: make([]*PartitionState, 0, len(keys))}
 		leaders := map[int32]bool{}
 		for i := 0; i < len(keys); {
 			k := keys[i] >> 1
@@ -298,8 +301,13 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 				isNew = isNew || keys[j]&1 == 1
 			}
 			i = j
-			ps := shared[k]
-			ps.IsNew = isNew
+			// Brokers share the states: only a new replica's differs.
+			ps := &shared[k]
+			if isNew {
+				c := *ps
+				c.IsNew = true
+				ps = &c
+			}
 			req.Partitions = append(req.Partitions, ps)
 			if l := byID[ps.Leader]; l != nil && !leaders[ps.Leader] {
 				leaders[ps.Leader] = true
@@ -370,7 +378,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 // LeaderAndIsr for those it hosts.
 func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32) *Requests, hdr Header, byID map[int32]*LiveBroker) []PartitionState {
 	var parts []PartitionState
-	var lai []PartitionState
+	var lai []*PartitionState
 	im.ForEachTopic(func(t *fsm.Topic) bool {
 		n := im.PartitionCount(t.ID)
 		for i := int32(0); i < n; i++ {
@@ -382,7 +390,7 @@ func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32)
 			parts = append(parts, ps)
 			for _, r := range p.Replicas {
 				if r == broker {
-					lai = append(lai, ps)
+					lai = append(lai, &ps)
 				}
 			}
 		}
@@ -390,7 +398,7 @@ func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32)
 	})
 	sortStates(parts)
 	if len(lai) > 0 {
-		sortStates(lai)
+		slices.SortFunc(lai, func(a, b *PartitionState) int { return compareRef(stateRef(a), stateRef(b)) })
 		req := get(broker)
 		if req.LeaderAndIsr == nil {
 			req.LeaderAndIsr = &LeaderAndIsr{Header: hdr}
@@ -416,14 +424,23 @@ func sortStates(s []PartitionState) {
 }
 
 // mergeStates merges two sorted lists, dropping duplicates.
-func mergeStates(a, b []PartitionState) []PartitionState {
+func mergeStates[S PartitionState | *PartitionState](a, b []S) []S {
 	if len(b) == 0 {
 		return a
 	}
 	if len(a) == 0 {
 		return b
 	}
-	out := make([]PartitionState, 0, len(a)+len(b))
+	ref := func(s *S) partRef {
+		switch v := any(s).(type) {
+		case *PartitionState:
+			return stateRef(v)
+		case **PartitionState:
+			return stateRef(*v)
+		}
+		panic("unreachable")
+	}
+	out := make([]S, 0, len(a)+len(b))
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
 		switch {
@@ -434,8 +451,7 @@ func mergeStates(a, b []PartitionState) []PartitionState {
 			out = append(out, b[j])
 			j++
 		default:
-			ra := partRef{id: a[i].TopicID, part: a[i].Partition}
-			rb := partRef{id: b[j].TopicID, part: b[j].Partition}
+			ra, rb := ref(&a[i]), ref(&b[j])
 			switch {
 			case lessRef(ra, rb):
 				out = append(out, a[i])

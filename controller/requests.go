@@ -47,7 +47,10 @@ type Header struct {
 // LeaderAndIsr tells a broker the leader and ISR of partitions it hosts.
 type LeaderAndIsr struct {
 	Header
-	Partitions []PartitionState
+	// Partitions point at states that other requests of the same round
+	// share (the UpdateMetadata list, other brokers' LeaderAndIsr): they
+	// are read-only.
+	Partitions []*PartitionState
 	// Leaders are the live brokers that lead one of Partitions.
 	Leaders []LiveBroker
 }

@@ -964,7 +964,7 @@ func (s *scenario) formatRequests(r Requests) []string {
 		}
 	}
 	if l := r.LeaderAndIsr; l != nil {
-		ps := append([]PartitionState(nil), l.Partitions...)
+		ps := laiStates(l)
 		s.sortStates(ps)
 		var items []string
 		for _, p := range ps {

@@ -31,6 +31,16 @@ func (ec *eventCtx) stageEach(records ...rl.Record) error {
 	return nil
 }
 
+// stageChange stages a partition change. Runs of one topic's changes are
+// packed into PartitionChanges records as they are staged (see
+// fsm.Txn.StagePartitionChange).
+func (ec *eventCtx) stageChange(c rl.PartitionChange) error {
+	if err := ec.txn.StagePartitionChange(c.TopicID, c.Delta()); err != nil {
+		return fmt.Errorf("staging %s: %w", rl.TypePartitionChange, err)
+	}
+	return nil
+}
+
 // liveSet returns the brokers that are registered and unfenced in the
 // event's view, and those of them in controlled shutdown.
 func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
@@ -70,6 +80,16 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 	valid := make([]replica, 0, len(replicas))
 	if target == rl.OfflineReplica {
 		ec.plan.reserve(len(replicas))
+		ec.txn.Grow(len(replicas)) // up to a PartitionChange each
+		// Sorted by broker: each run is one broker's StopReplica list.
+		for i := 0; i < len(replicas); {
+			j := i + 1
+			for j < len(replicas) && replicas[j].broker == replicas[i].broker {
+				j++
+			}
+			ec.plan.reserveStop(replicas[i].broker, j-i)
+			i = j
+		}
 	}
 	for _, r := range replicas {
 		p := im.Partition(r.ref.id, r.ref.part)
@@ -154,7 +174,7 @@ func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 	if leader == p.Leader && sameInts(isr, p.ISR) {
 		return nil // nothing the other replicas or brokers need to hear
 	}
-	if err := ec.stageEach(&rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
+	if err := ec.stageChange(rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
 		Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr}); err != nil {
 		return err
 	}
@@ -199,6 +219,7 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 	}
 	if target == rl.OnlinePartition {
 		ec.plan.reserve(len(refs))
+		ec.txn.Grow(len(refs)) // up to a PartitionChange each
 	}
 	var offline []partRef
 	live, shutting := ec.liveSet()
@@ -230,7 +251,7 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 			if el.Leader == rl.NoLeader && p.Leader != rl.NoLeader && strategy != PreferredElection && strategy != ReassignedElection {
 				// The leader is gone and nobody clean can take over:
 				// commit leader -1, keep the ISR, go offline.
-				if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+				if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 					Set: rl.ChangeLeader | rl.ChangeISR, Leader: rl.NoLeader, ISR: el.ISR}); err != nil {
 					return nil, err
 				}
@@ -242,7 +263,7 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 			continue
 		}
 		if el.Leader != p.Leader || !sameInts(el.ISR, p.ISR) {
-			if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+			if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 				Set: rl.ChangeLeader | rl.ChangeISR, Leader: el.Leader, ISR: el.ISR}); err != nil {
 				return nil, err
 			}

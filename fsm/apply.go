@@ -345,7 +345,7 @@ func commitPartitionChange(im store, id rl.TopicID, idx uint64, cur *Partition, 
 		next.ReplicaStates = sharedStates(states)
 	}
 	if r.Has(rl.ChangeISR) {
-		next.ISR = append([]int32(nil), r.ISR...)
+		next.ISR = isrList(r.ISR, next.Replicas)
 	}
 	if r.Has(rl.ChangeLeader) {
 		next.Leader = r.Leader
@@ -429,6 +429,17 @@ func applyReplicaStates(im store, idx uint64, r *rl.ReplicaStateChange) error {
 		im.setPartition(r.TopicID, ref.Partition, p)
 	}
 	return nil
+}
+
+// isrList returns a copy of isr of the partition's own, or the replica
+// list itself when the two are equal, as they are for a partition whose
+// replicas are all in sync: slices are never changed in place, and one
+// list instead of two halves what a large image asks of the collector.
+func isrList(isr, replicas []int32) []int32 {
+	if len(isr) == len(replicas) && len(isr) > 0 && slices.Equal(isr, replicas) {
+		return replicas
+	}
+	return append([]int32(nil), isr...)
 }
 
 func without(s []int32, i int) []int32 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -414,6 +415,9 @@ func readPartition(r *reader, p *Partition) {
 		}
 	}
 	p.ISR = r.int32s("isr")
+	if len(p.ISR) > 0 && slices.Equal(p.ISR, p.Replicas) {
+		p.ISR = p.Replicas // one list for both, as apply keeps them
+	}
 	p.Leader = r.int32("leader")
 	p.LeaderEpoch = r.int32("leader epoch")
 	p.PartitionEpoch = r.int32("partition epoch")

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -9,7 +11,11 @@ import (
 
 // topicStage holds what a Txn staged for the partitions of one topic.
 type topicStage struct {
-	parts map[int32]*Partition
+	// parts holds the staged partitions by number (nil: not staged). It
+	// is dense: a topic's partitions are numbered from 0 and a Txn only
+	// stages partitions that exist, so a slice indexed by number does the
+	// job of a map at a fraction of the cost.
+	parts []*Partition
 	// slots is the topic's partition slot count once this Txn changed it.
 	slots    int32
 	hasSlots bool
@@ -44,6 +50,14 @@ type Txn struct {
 	delta   int
 	sec     *Security // nil: the base's
 	records []rl.Record
+	// n counts the staged records as Len does.
+	n int
+	// open is the PartitionChanges record StagePartitionChange packs
+	// into while it is the last record; deltas holds its changes (and
+	// those of earlier packs), packOff where open's begin.
+	open    *rl.PartitionChanges
+	deltas  []rl.PartitionDelta
+	packOff int
 	// A large event works through one topic after another: the last
 	// topic's stage (nil: nothing staged) and base topic are kept at hand.
 	lastSet   bool
@@ -92,10 +106,27 @@ func (tx *Txn) touch(id rl.TopicID) *topicStage {
 	if st := tx.stage(id); st != nil {
 		return st
 	}
-	st := &topicStage{parts: map[int32]*Partition{}}
+	st := &topicStage{}
 	tx.stages[id] = st
 	tx.lastStage = st
 	return st
+}
+
+// get returns the staged partition p, or nil.
+func (st *topicStage) get(p int32) *Partition {
+	if p < 0 || int(p) >= len(st.parts) {
+		return nil
+	}
+	return st.parts[p]
+}
+
+// put stages v as partition p (p >= 0: only existing or appended
+// partitions are staged).
+func (st *topicStage) put(p int32, v *Partition) {
+	if int(p) >= len(st.parts) {
+		st.parts = append(st.parts, make([]*Partition, int(p)+1-len(st.parts))...)
+	}
+	st.parts[p] = v
 }
 
 // newPartition returns a Partition of the Txn's own holding v.
@@ -127,6 +158,9 @@ func (tx *Txn) Apply(records ...rl.Record) error {
 		}
 	}
 	child.records = records
+	for _, r := range records {
+		child.n += Weight(r)
+	}
 	tx.absorb(child)
 	return nil
 }
@@ -141,6 +175,7 @@ func (tx *Txn) Merge(child *Txn) {
 
 func (tx *Txn) absorb(c *Txn) {
 	tx.lastSet = false
+	tx.n += c.n
 	if tx.isEmpty() {
 		// The common case of one big event: take its maps as they are.
 		tx.topics, tx.names, tx.brokers, tx.stages = c.topics, c.names, c.brokers, c.stages
@@ -165,7 +200,9 @@ func (tx *Txn) absorb(c *Txn) {
 			continue
 		}
 		for p, v := range cs.parts {
-			st.parts[p] = v
+			if v != nil {
+				st.put(int32(p), v)
+			}
 		}
 		if cs.hasSlots {
 			st.slots, st.hasSlots = cs.slots, true
@@ -195,8 +232,23 @@ func (tx *Txn) isEmpty() bool {
 // Records returns the staged records in the order they were applied.
 func (tx *Txn) Records() []rl.Record { return tx.records }
 
-// Len is the number of staged records.
-func (tx *Txn) Len() int { return len(tx.records) }
+// Grow makes room for n more staged records, for a caller about to stage
+// many.
+func (tx *Txn) Grow(n int) { tx.records = slices.Grow(tx.records, n) }
+
+// Len is the number of staged records, a PartitionChanges counting one
+// for each of its changes (see Weight): the positions a caller numbers
+// records by, however StagePartitionChange packed them.
+func (tx *Txn) Len() int { return tx.n }
+
+// Weight is what a record counts for in Len: one per change for a
+// PartitionChanges, one for any other record.
+func Weight(r rl.Record) int {
+	if pcs, ok := r.(*rl.PartitionChanges); ok {
+		return len(pcs.Changes)
+	}
+	return 1
+}
 
 func (e *Rejection) Error() string {
 	return "record " + strconv.Itoa(e.Record) + " (" + e.Type.String() + "): " + e.Err.Error()
@@ -247,7 +299,7 @@ func (tx *Txn) writableTopic(id rl.TopicID) *Topic {
 
 func (tx *Txn) putTopic(t *Topic) {
 	st := tx.touch(t.ID)
-	st.parts = map[int32]*Partition{}
+	st.parts = nil
 	st.slots, st.hasSlots, st.gone, st.fresh = 0, true, false, true
 	tx.topics[t.ID] = t
 	tx.names[t.Name] = t.ID
@@ -271,7 +323,7 @@ func (tx *Txn) partition(id rl.TopicID, p int32) *Partition {
 		if st.gone {
 			return nil
 		}
-		if v, ok := st.parts[p]; ok {
+		if v := st.get(p); v != nil {
 			if v.State == rl.NonExistentPartition {
 				return nil
 			}
@@ -312,11 +364,20 @@ func (tx *Txn) partitionSlots(id rl.TopicID) int32 {
 
 func (tx *Txn) setPartition(id rl.TopicID, p int32, v Partition) {
 	st := tx.touch(id)
-	if cur := st.parts[p]; cur != nil {
+	if cur := st.get(p); cur != nil {
 		*cur = v // this Txn's own copy: overwrite rather than allocate
 		return
 	}
-	st.parts[p] = tx.newPartition(v)
+	if len(st.parts) == 0 && !st.hasSlots && p >= 0 {
+		// First partition staged for a topic of the base: size the
+		// slice for all of its partitions at once, unless the topic is
+		// large enough that one staged partition should not cost a
+		// slot for each (put grows the slice as needed).
+		if n := tx.partitionSlots(id); p < n {
+			st.parts = make([]*Partition, min(n, max(p+1, 1024)))
+		}
+	}
+	st.put(p, tx.newPartition(v))
 }
 
 func (tx *Txn) staged(id rl.TopicID) bool { return tx.stage(id) != nil || tx.base.staged(id) }
@@ -338,7 +399,7 @@ func (tx *Txn) EachPartition(id rl.TopicID, fn func(int32, *Partition) bool) {
 func (tx *Txn) appendPartition(id rl.TopicID, v Partition) {
 	st := tx.touch(id)
 	n := tx.partitionSlots(id)
-	st.parts[n] = tx.newPartition(v)
+	st.put(n, tx.newPartition(v))
 	st.slots, st.hasSlots = n+1, true
 }
 
@@ -418,5 +479,49 @@ func (tx *Txn) Stage(r rl.Record) error {
 		return &Rejection{Record: tx.Len(), Type: r.Type(), Err: err}
 	}
 	tx.records = append(tx.records, r)
+	tx.n += Weight(r)
+	return nil
+}
+
+// StagePartitionChange stages the change d of partition d.Partition of
+// topic id as Stage stages a PartitionChange record, with the same checks
+// and the same rejection. Consecutive changes of one topic in ascending
+// partition order are packed into one PartitionChanges record, which the
+// FSM applies as it would apply them one by one: a large event stages
+// hundreds of thousands of changes, and this saves a record each. The
+// caller may cut a packed record anywhere between changes.
+func (tx *Txn) StagePartitionChange(id rl.TopicID, d rl.PartitionDelta) error {
+	reject := func(err error) error {
+		return &Rejection{Record: tx.Len(), Type: rl.TypePartitionChange, Err: err}
+	}
+	t := tx.topic(id)
+	if t == nil {
+		return reject(fmt.Errorf("%w: %s", ErrUnknownTopic, id))
+	}
+	cur, err := checkPartitionChange(tx, t, &d)
+	if err != nil {
+		return reject(err)
+	}
+	commitPartitionChange(tx, id, tx.index, cur, &d)
+	tx.n++
+	if pc := tx.open; pc != nil && len(tx.records) > 0 && tx.records[len(tx.records)-1] == rl.Record(pc) &&
+		pc.TopicID == id && pc.Changes[len(pc.Changes)-1].Partition < d.Partition {
+		if len(tx.deltas) == cap(tx.deltas) {
+			// Move the open record's changes to a larger chunk.
+			fresh := make([]rl.PartitionDelta, 0, max(4096, 2*len(pc.Changes)))
+			tx.packOff = 0
+			tx.deltas = append(fresh, pc.Changes...)
+		}
+		tx.deltas = append(tx.deltas, d)
+		pc.Changes = tx.deltas[tx.packOff:len(tx.deltas):len(tx.deltas)]
+		return nil
+	}
+	if len(tx.deltas) == cap(tx.deltas) {
+		tx.deltas = make([]rl.PartitionDelta, 0, 4096)
+	}
+	tx.packOff = len(tx.deltas)
+	tx.deltas = append(tx.deltas, d)
+	tx.open = &rl.PartitionChanges{TopicID: id, Changes: tx.deltas[tx.packOff:len(tx.deltas):len(tx.deltas)]}
+	tx.records = append(tx.records, tx.open)
 	return nil
 }

@@ -67,16 +67,16 @@ func benchFanOut(b *testing.B, partitions, brokers int) {
 	}
 	build := func(le int32) []controller.Requests {
 		states := make([]controller.PartitionState, 0, partitions)
-		hosted := make([][]controller.PartitionState, brokers+1)
+		hosted := make([][]*controller.PartitionState, brokers+1)
 		k := 0
 		for _, t := range topics {
 			for part := int32(0); part < perTopic; part++ {
 				reps := []int32{int32(k%brokers + 1), int32((k+1)%brokers + 1), int32((k+2)%brokers + 1)}
 				st := controller.PartitionState{Topic: t.topic, TopicID: t.id, Partition: part, Leader: reps[0], LeaderEpoch: le,
 					PartitionEpoch: le, ISR: reps, Replicas: reps}
-				states = append(states, st)
+				states = append(states, st) // within capacity: the address stays
 				for _, r := range reps {
-					hosted[r] = append(hosted[r], st)
+					hosted[r] = append(hosted[r], &states[len(states)-1])
 				}
 				k++
 			}

@@ -85,17 +85,17 @@ func EncodeLeaderAndIsr(r *controller.LeaderAndIsr, v int16) *kmsg.LeaderAndISRR
 	}
 	if v <= 1 {
 		req.PartitionStates = make([]kmsg.LeaderAndISRRequestTopicPartition, 0, len(r.Partitions))
-		for i := range r.Partitions {
-			req.PartitionStates = append(req.PartitionStates, part(&r.Partitions[i]))
+		for _, ps := range r.Partitions {
+			req.PartitionStates = append(req.PartitionStates, part(ps))
 		}
 	} else {
-		for _, g := range topicGroups(r.Partitions, func(p *controller.PartitionState) (string, rl.TopicID) { return p.Topic, p.TopicID }) {
+		for _, g := range topicGroups(r.Partitions, func(p **controller.PartitionState) (string, rl.TopicID) { return (*p).Topic, (*p).TopicID }) {
 			ts := kmsg.NewLeaderAndISRRequestTopicState()
 			ts.Topic = r.Partitions[g[0]].Topic
 			ts.TopicID = r.Partitions[g[0]].TopicID
 			ts.PartitionStates = make([]kmsg.LeaderAndISRRequestTopicPartition, 0, len(g))
 			for _, i := range g {
-				ts.PartitionStates = append(ts.PartitionStates, part(&r.Partitions[i]))
+				ts.PartitionStates = append(ts.PartitionStates, part(r.Partitions[i]))
 			}
 			req.TopicStates = append(req.TopicStates, ts)
 		}

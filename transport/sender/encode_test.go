@@ -49,8 +49,8 @@ func TestEveryVersionReachesTheAgent(t *testing.T) {
 	for v := int16(0); v <= (&kmsg.LeaderAndISRRequest{}).MaxVersion(); v++ {
 		epoch++
 		topic := "lai"
-		l := &controller.LeaderAndIsr{Header: hdr(epoch, uint64(epoch)), Leaders: live, Partitions: []controller.PartitionState{
-			ps(topic, topicID, 0, 1, epoch, 1, 2), ps(topic, topicID, 1, 2, epoch, 2, 1)}}
+		l := &controller.LeaderAndIsr{Header: hdr(epoch, uint64(epoch)), Leaders: live, Partitions: statePtrs([]controller.PartitionState{
+			ps(topic, topicID, 0, 1, epoch, 1, 2), ps(topic, topicID, 1, 2, epoch, 2, 1)})}
 		l.Partitions[0].IsNew = true
 		l.Partitions[1].Adding = []int32{1}
 		resp := handle(sender.EncodeLeaderAndIsr(l, v), uint64(epoch)).(*kmsg.LeaderAndISRResponse)

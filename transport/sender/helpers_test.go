@@ -106,12 +106,22 @@ func endpoint(addr string) []rl.Endpoint {
 	return []rl.Endpoint{{Name: "PLAINTEXT", Host: host, Port: uint16(p)}}
 }
 
+// statePtrs takes the address of each state, as a LeaderAndIsr holds
+// them.
+func statePtrs(s []controller.PartitionState) []*controller.PartitionState {
+	out := make([]*controller.PartitionState, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
+}
+
 // set builds a request set for one broker: LeaderAndIsr and
 // UpdateMetadata for parts, StopReplica for stops (if any).
 func set(broker int32, h controller.Header, live []controller.LiveBroker, parts []controller.PartitionState, stops ...controller.StopPartition) controller.Requests {
 	r := controller.Requests{Broker: broker}
 	if len(parts) > 0 {
-		r.LeaderAndIsr = &controller.LeaderAndIsr{Header: h, Partitions: parts, Leaders: live}
+		r.LeaderAndIsr = &controller.LeaderAndIsr{Header: h, Partitions: statePtrs(parts), Leaders: live}
 	}
 	r.UpdateMetadata = &controller.UpdateMetadata{Header: h, Partitions: parts, LiveBrokers: live}
 	if len(stops) > 0 {

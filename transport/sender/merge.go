@@ -147,7 +147,7 @@ func merge(sets []controller.Requests) controller.Requests {
 			laiHdr = newerHeader(laiHdr, r.Header)
 			for _, ps := range r.Partitions {
 				k := partKey{ps.TopicID, ps.Topic, ps.Partition}
-				n := stamped{ps, r.ControllerEpoch}
+				n := stamped{*ps, r.ControllerEpoch}
 				if old, ok := lai[k]; ok {
 					isNew := old.ps.IsNew || ps.IsNew
 					if !supersedes(old, n) {
@@ -198,8 +198,12 @@ func merge(sets []controller.Requests) controller.Requests {
 		laiHdr.MetadataOffset = offset
 		req := &controller.LeaderAndIsr{Header: laiHdr}
 		seen := map[int32]bool{}
-		for _, k := range sortedKeys(lai) {
-			ps := lai[k].ps
+		keys := sortedKeys(lai)
+		states := make([]controller.PartitionState, len(keys))
+		req.Partitions = make([]*controller.PartitionState, 0, len(keys))
+		for i, k := range keys {
+			states[i] = lai[k].ps
+			ps := &states[i]
 			req.Partitions = append(req.Partitions, ps)
 			if l, ok := leaders[ps.Leader]; ok && !seen[ps.Leader] {
 				seen[ps.Leader] = true

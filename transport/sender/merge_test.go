@@ -18,6 +18,15 @@ func h(ce int32, off uint64) controller.Header {
 	return controller.Header{ControllerID: 3, ControllerEpoch: ce, BrokerEpoch: 10, MetadataOffset: off}
 }
 
+// ptrs takes the address of each state, as a LeaderAndIsr holds them.
+func ptrs(s ...controller.PartitionState) []*controller.PartitionState {
+	out := make([]*controller.PartitionState, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
+}
+
 func stop(p, le int32, del bool) controller.StopPartition {
 	return controller.StopPartition{Topic: "t", TopicID: tid, Partition: p, LeaderEpoch: le, Delete: del}
 }
@@ -28,13 +37,13 @@ func TestMergeKeepsTheNewestStatePerPartition(t *testing.T) {
 	umParts := []controller.PartitionState{st(0, 1, 1, false), st(1, 5, 5, false)}
 	sets := []controller.Requests{
 		{Broker: 1,
-			LeaderAndIsr:   &controller.LeaderAndIsr{Header: h(2, 10), Partitions: []controller.PartitionState{st(0, 1, 1, true), st(1, 5, 5, false)}, Leaders: live1},
+			LeaderAndIsr:   &controller.LeaderAndIsr{Header: h(2, 10), Partitions: ptrs(st(0, 1, 1, true), st(1, 5, 5, false)), Leaders: live1},
 			UpdateMetadata: &controller.UpdateMetadata{Header: h(2, 10), Partitions: umParts, LiveBrokers: live1},
 			StopReplica:    &controller.StopReplica{Header: h(2, 10), Partitions: []controller.StopPartition{stop(2, 3, false), stop(3, 1, true)}},
 		},
 		{Broker: 1,
 			// p0: newer leader epoch; p1: an older state queued later (kept out).
-			LeaderAndIsr:   &controller.LeaderAndIsr{Header: h(2, 11), Partitions: []controller.PartitionState{st(0, 2, 2, false), st(1, 4, 9, false), st(2, 4, 4, false)}, Leaders: live2},
+			LeaderAndIsr:   &controller.LeaderAndIsr{Header: h(2, 11), Partitions: ptrs(st(0, 2, 2, false), st(1, 4, 9, false), st(2, 4, 4, false)), Leaders: live2},
 			UpdateMetadata: &controller.UpdateMetadata{Header: h(2, 11), Partitions: []controller.PartitionState{st(0, 2, 2, false)}, LiveBrokers: live2},
 			StopReplica:    &controller.StopReplica{Header: h(2, 11), Partitions: []controller.StopPartition{stop(3, 2, false), stop(4, 1, false)}},
 		},
@@ -84,8 +93,8 @@ func TestMergeKeepsTheNewestStatePerPartition(t *testing.T) {
 
 func TestMergeANewerControllerEpochWins(t *testing.T) {
 	sets := []controller.Requests{
-		{Broker: 1, LeaderAndIsr: &controller.LeaderAndIsr{Header: h(3, 20), Partitions: []controller.PartitionState{st(0, 9, 9, false)}}},
-		{Broker: 1, LeaderAndIsr: &controller.LeaderAndIsr{Header: h(4, 21), Partitions: []controller.PartitionState{st(0, 8, 8, false)}}},
+		{Broker: 1, LeaderAndIsr: &controller.LeaderAndIsr{Header: h(3, 20), Partitions: ptrs(st(0, 9, 9, false))}},
+		{Broker: 1, LeaderAndIsr: &controller.LeaderAndIsr{Header: h(4, 21), Partitions: ptrs(st(0, 8, 8, false))}},
 	}
 	m := merge(sets)
 	if p := m.LeaderAndIsr.Partitions[0]; p.LeaderEpoch != 8 || m.LeaderAndIsr.ControllerEpoch != 4 {
@@ -96,7 +105,7 @@ func TestMergeANewerControllerEpochWins(t *testing.T) {
 func TestMergeDropsAStopThatALaterLeaderAndIsrUndoes(t *testing.T) {
 	sets := []controller.Requests{
 		{Broker: 1, StopReplica: &controller.StopReplica{Header: h(1, 1), Partitions: []controller.StopPartition{stop(0, 1, false)}}},
-		{Broker: 1, LeaderAndIsr: &controller.LeaderAndIsr{Header: h(1, 2), Partitions: []controller.PartitionState{st(0, 2, 2, false)}}},
+		{Broker: 1, LeaderAndIsr: &controller.LeaderAndIsr{Header: h(1, 2), Partitions: ptrs(st(0, 2, 2, false))}},
 	}
 	if m := merge(sets); m.StopReplica != nil || m.LeaderAndIsr == nil {
 		t.Fatalf("%+v", m)
