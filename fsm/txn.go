@@ -483,6 +483,13 @@ func (tx *Txn) Stage(r rl.Record) error {
 	return nil
 }
 
+// nextDeltaChunk is the size of the next chunk of packed changes: small
+// for the many events that change a partition or two (a topic creation),
+// doubling up to 4096 for the few that change hundreds of thousands.
+func (tx *Txn) nextDeltaChunk() int {
+	return min(max(2*cap(tx.deltas), 8), 4096)
+}
+
 // StagePartitionChange stages the change d of partition d.Partition of
 // topic id as Stage stages a PartitionChange record, with the same checks
 // and the same rejection. Consecutive changes of one topic in ascending
@@ -508,7 +515,7 @@ func (tx *Txn) StagePartitionChange(id rl.TopicID, d rl.PartitionDelta) error {
 		pc.TopicID == id && pc.Changes[len(pc.Changes)-1].Partition < d.Partition {
 		if len(tx.deltas) == cap(tx.deltas) {
 			// Move the open record's changes to a larger chunk.
-			fresh := make([]rl.PartitionDelta, 0, max(4096, 2*len(pc.Changes)))
+			fresh := make([]rl.PartitionDelta, 0, max(tx.nextDeltaChunk(), 2*len(pc.Changes)))
 			tx.packOff = 0
 			tx.deltas = append(fresh, pc.Changes...)
 		}
@@ -517,7 +524,7 @@ func (tx *Txn) StagePartitionChange(id rl.TopicID, d rl.PartitionDelta) error {
 		return nil
 	}
 	if len(tx.deltas) == cap(tx.deltas) {
-		tx.deltas = make([]rl.PartitionDelta, 0, 4096)
+		tx.deltas = make([]rl.PartitionDelta, 0, tx.nextDeltaChunk())
 	}
 	tx.packOff = len(tx.deltas)
 	tx.deltas = append(tx.deltas, d)
