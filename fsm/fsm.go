@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -62,6 +63,9 @@ type FSM struct {
 	halt     func(error)
 	halted   error
 	onCommit CommitListener
+	// sec is img's Security, published for readers that must not wait
+	// for the lock: the listener checks it on every request.
+	sec atomic.Pointer[Security]
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -69,6 +73,7 @@ var _ raft.BatchingFSM = (*FSM)(nil)
 // New returns an FSM with an empty image.
 func New(opts Options) *FSM {
 	f := &FSM{img: newImage(), log: opts.Logger, halt: opts.Halt, onCommit: opts.OnCommit}
+	f.sec.Store(f.img.sec)
 	if f.log == nil {
 		f.log = hclog.NewNullLogger()
 	}
@@ -80,6 +85,10 @@ func New(opts Options) *FSM {
 	}
 	return f
 }
+
+// Security returns the committed credentials and rules without taking the
+// image's lock (a Security never changes once installed).
+func (f *FSM) Security() *Security { return f.sec.Load() }
 
 // SetCommitListener replaces the commit listener.
 func (f *FSM) SetCommitListener(l CommitListener) {
@@ -155,6 +164,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 	}
 	listener := f.onCommit
+	f.sec.Store(f.img.sec)
 	f.mu.Unlock()
 	if haltErr != nil {
 		f.log.Error("cannot apply log entry", "error", haltErr)

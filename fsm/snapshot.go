@@ -96,6 +96,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	im.snapGen, im.frozen = f.img.snapGen, f.img.frozen
 	f.img = im
+	f.sec.Store(im.sec)
 	f.mu.Unlock()
 	f.log.Info("restored snapshot", "index", im.appliedIndex, "topics", im.NumTopics(), "partitions", im.NumPartitions())
 	return nil

@@ -251,14 +251,9 @@ func (l *Listener) scramLookup(user string) []sasl.Credential {
 	return out
 }
 
-// securityState is the committed image's credentials and rules. A
-// Security never changes once installed, so it is read without the lock
-// after this.
-func (l *Listener) securityState() *fsm.Security {
-	var s *fsm.Security
-	l.node.FSM.View(func(im *fsm.Image) { s = im.Security() })
-	return s
-}
+// securityState is the committed image's credentials and rules, read
+// without the image's lock: every request needs them.
+func (l *Listener) securityState() *fsm.Security { return l.node.FSM.Security() }
 
 // forwardedPrincipal reads the principal a forwarding voter put after
 // the voter id: "ctrlquorum-forward/<voter>/<principal>".
