@@ -208,22 +208,25 @@ func (ec *eventCtx) offlineBrokerReplicas(id int32) error {
 			return err
 		}
 	}
-	toOffline := make([]replica, 0, len(hosted))
-	for _, ref := range hosted {
-		p := ec.img().Partition(ref.id, ref.part)
-		switch p.ReplicaState(id) {
-		case rl.NewReplica, rl.OnlineReplica:
-			toOffline = append(toOffline, replica{ref: ref, broker: id})
-		case rl.OfflineReplica:
-			// Already offline, but a failover may have cut the ISR
-			// shrink short: offline again is valid and idempotent.
-			if p.Leader == id || (p.InISR(id) && len(p.ISR) > 1) {
-				toOffline = append(toOffline, replica{ref: ref, broker: id})
-			}
-		}
+	// The replicas not yet offline, and those offline but still leading
+	// or in a shared ISR, are picked as their turn comes, not in a pass
+	// of their own: on a large image each lookup is a cache miss.
+	toOffline := make([]replica, len(hosted))
+	for i, ref := range hosted {
+		toOffline[i] = replica{ref: ref, broker: id}
 	}
 	if len(toOffline) > 0 {
-		if _, err := ec.handleReplicaStateChanges(toOffline, rl.OfflineReplica); err != nil {
+		if _, err := ec.handleReplicaStateChangesIf(toOffline, rl.OfflineReplica, func(p *fsm.Partition) bool {
+			switch p.ReplicaState(id) {
+			case rl.NewReplica, rl.OnlineReplica:
+				return true
+			case rl.OfflineReplica:
+				// Already offline, but a failover may have cut the ISR
+				// shrink short: offline again is valid and idempotent.
+				return p.Leader == id || (p.InISR(id) && len(p.ISR) > 1)
+			}
+			return false
+		}); err != nil {
 			return err
 		}
 	}

@@ -67,6 +67,15 @@ func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
 // as one record per topic, and their effects are planned. It returns the
 // replicas that moved.
 func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.ReplicaState) ([]replica, error) {
+	return ec.handleReplicaStateChangesIf(replicas, target, nil)
+}
+
+// handleReplicaStateChangesIf is handleReplicaStateChanges for the
+// replicas whose partition, as the event sees it when the replica's turn
+// comes, passes keep (nil: all); the others are skipped without a word.
+// It spares a caller that selects replicas by their partition's state a
+// lookup of its own for each.
+func (ec *eventCtx) handleReplicaStateChangesIf(replicas []replica, target rl.ReplicaState, keep func(*fsm.Partition) bool) ([]replica, error) {
 	byBroker := func(a, b replica) int {
 		if a.broker != b.broker {
 			return cmp.Compare(a.broker, b.broker)
@@ -93,6 +102,9 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 	}
 	for _, r := range replicas {
 		p := im.Partition(r.ref.id, r.ref.part)
+		if keep != nil && (p == nil || !keep(p)) {
+			continue
+		}
 		from := rl.NonExistentReplica
 		if p != nil {
 			from = p.ReplicaState(r.broker)
@@ -114,6 +126,14 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 				}
 			} else {
 				ec.replicaEffect(r, from, target, p)
+			}
+		}
+	}
+	if keep != nil && target == rl.OfflineReplica {
+		// A broker none of whose replicas were kept hears nothing.
+		for i, r := range replicas {
+			if (i == 0 || r.broker != replicas[i-1].broker) && len(ec.plan.stop[r.broker]) == 0 {
+				delete(ec.plan.stop, r.broker)
 			}
 		}
 	}
@@ -166,6 +186,11 @@ func (ec *eventCtx) replicaEffect(r replica, from, target rl.ReplicaState, p *fs
 // p is the partition as the event sees it.
 func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 	ec.plan.stopReplica(r.ref, r.broker, false, p.LeaderEpoch)
+	if p.Leader != r.broker && !p.InISR(r.broker) {
+		// Neither leader nor in sync (a fenced broker's partitions once
+		// re-elected): nothing the other replicas or brokers need to hear.
+		return nil
+	}
 	isr := ShrinkISR(p.ISR, oneBroker(r.broker))
 	leader := p.Leader
 	if leader == r.broker {
