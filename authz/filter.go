@@ -2,7 +2,6 @@ package authz
 
 import (
 	"fmt"
-	"strings"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
@@ -43,14 +42,7 @@ func (f Filter) Matches(r rl.AclRule) bool {
 		if f.ResourceName == nil {
 			return true
 		}
-		name := *f.ResourceName
-		switch r.PatternType {
-		case rl.PatternLiteral:
-			return r.ResourceName == name || r.ResourceName == rl.WildcardName
-		case rl.PatternPrefixed:
-			return strings.HasPrefix(name, r.ResourceName)
-		}
-		return false
+		return resourceMatches(&r, *f.ResourceName)
 	default:
 		return f.PatternType == r.PatternType && (f.ResourceName == nil || *f.ResourceName == r.ResourceName)
 	}

@@ -333,20 +333,31 @@ type deniedResource struct {
 	code int16
 }
 
-func (a *access) describeConfigs(r *kmsg.DescribeConfigsRequest) (kmsg.Response, kmsg.Request, func(kmsg.Response)) {
+// splitConfigResources authorizes op on each config resource and returns
+// the ones to serve and the refused ones.
+func splitConfigResources[R any](a *access, op rl.AclOperation, in []R, key func(R) (kmsg.ConfigResourceType, string)) ([]R, []deniedResource) {
+	var kept []R
 	var denied []deniedResource
-	cp := *r
-	cp.Resources = nil
-	for _, rr := range r.Resources {
-		if code := a.configResource(rl.OpDescribeConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
-			denied = append(denied, deniedResource{rr.ResourceType, rr.ResourceName, code})
+	for _, rr := range in {
+		typ, name := key(rr)
+		if code := a.configResource(op, typ, name); code != 0 {
+			denied = append(denied, deniedResource{typ, name, code})
 		} else {
-			cp.Resources = append(cp.Resources, rr)
+			kept = append(kept, rr)
 		}
 	}
+	return kept, denied
+}
+
+func (a *access) describeConfigs(r *kmsg.DescribeConfigsRequest) (kmsg.Response, kmsg.Request, func(kmsg.Response)) {
+	kept, denied := splitConfigResources(a, rl.OpDescribeConfigs, r.Resources, func(rr kmsg.DescribeConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+		return rr.ResourceType, rr.ResourceName
+	})
 	if len(denied) == 0 {
 		return nil, r, nil
 	}
+	cp := *r
+	cp.Resources = kept
 	return nil, &cp, func(resp kmsg.Response) {
 		dr := resp.(*kmsg.DescribeConfigsResponse)
 		for _, d := range denied {
@@ -358,19 +369,14 @@ func (a *access) describeConfigs(r *kmsg.DescribeConfigsRequest) (kmsg.Response,
 }
 
 func (a *access) alterConfigs(r *kmsg.AlterConfigsRequest) (kmsg.Response, kmsg.Request, func(kmsg.Response)) {
-	var denied []deniedResource
-	cp := *r
-	cp.Resources = nil
-	for _, rr := range r.Resources {
-		if code := a.configResource(rl.OpAlterConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
-			denied = append(denied, deniedResource{rr.ResourceType, rr.ResourceName, code})
-		} else {
-			cp.Resources = append(cp.Resources, rr)
-		}
-	}
+	kept, denied := splitConfigResources(a, rl.OpAlterConfigs, r.Resources, func(rr kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+		return rr.ResourceType, rr.ResourceName
+	})
 	if len(denied) == 0 {
 		return nil, r, nil
 	}
+	cp := *r
+	cp.Resources = kept
 	return nil, &cp, func(resp kmsg.Response) {
 		ar := resp.(*kmsg.AlterConfigsResponse)
 		for _, d := range denied {
@@ -382,19 +388,14 @@ func (a *access) alterConfigs(r *kmsg.AlterConfigsRequest) (kmsg.Response, kmsg.
 }
 
 func (a *access) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, kmsg.Request, func(kmsg.Response)) {
-	var denied []deniedResource
-	cp := *r
-	cp.Resources = nil
-	for _, rr := range r.Resources {
-		if code := a.configResource(rl.OpAlterConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
-			denied = append(denied, deniedResource{rr.ResourceType, rr.ResourceName, code})
-		} else {
-			cp.Resources = append(cp.Resources, rr)
-		}
-	}
+	kept, denied := splitConfigResources(a, rl.OpAlterConfigs, r.Resources, func(rr kmsg.IncrementalAlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+		return rr.ResourceType, rr.ResourceName
+	})
 	if len(denied) == 0 {
 		return nil, r, nil
 	}
+	cp := *r
+	cp.Resources = kept
 	return nil, &cp, func(resp kmsg.Response) {
 		ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
 		for _, d := range denied {

@@ -198,6 +198,37 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 		}
 	})
 
+	t.Run("config resources", func(t *testing.T) {
+		// kadm turns a resource's authorization error into the call's.
+		if _, err := alice.DescribeTopicConfigs(ctx, "alice-keep", "secret"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("DescribeConfigs of a topic alice may not describe: %v", err)
+		}
+		if rcs, err := alice.DescribeTopicConfigs(ctx, "alice-keep"); err != nil || len(rcs) != 1 || rcs[0].Err != nil {
+			t.Fatalf("DescribeConfigs of her own topic: %v %+v", err, rcs)
+		}
+		req := kmsg.NewPtrAlterConfigsRequest()
+		for _, res := range []struct {
+			typ  kmsg.ConfigResourceType
+			name string
+		}{{kmsg.ConfigResourceTypeTopic, "secret"}, {kmsg.ConfigResourceTypeBroker, "1"}} {
+			rr := kmsg.NewAlterConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = res.typ, res.name
+			req.Resources = append(req.Resources, rr)
+		}
+		cl, _ := c.bareClient(t, scram256("alice", "alice-pw"))
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := map[string]int16{}
+		for _, r := range resp.Resources {
+			codes[r.ResourceName] = r.ErrorCode
+		}
+		if codes["secret"] != kerr.TopicAuthorizationFailed.Code || codes["1"] != kerr.ClusterAuthorizationFailed.Code {
+			t.Fatalf("AlterConfigs: %v", codes)
+		}
+	})
+
 	t.Run("SCRAM-SHA-512 user", func(t *testing.T) {
 		_, bob := c.bareClient(t, scram512("bob", "bob-pw"))
 		res, err := bob.CreateTopics(ctx, 1, 1, nil, "bob-x")
