@@ -32,12 +32,6 @@ func ruleOf(c kmsg.CreateACLsRequestCreation, version int16) rl.AclRule {
 func (l *Listener) createAcls(ctx context.Context, c *kafkawire.Conn, req *kmsg.CreateACLsRequest) *kmsg.CreateACLsResponse {
 	resp := l.atActive(ctx, c, req, func(ctx context.Context) kmsg.Response {
 		return l.createAclsHere(ctx, req)
-	}, func(r kmsg.Response) []int16 {
-		var codes []int16
-		for _, res := range r.(*kmsg.CreateACLsResponse).Results {
-			codes = append(codes, res.ErrorCode)
-		}
-		return codes
 	})
 	return resp.(*kmsg.CreateACLsResponse)
 }
@@ -108,12 +102,6 @@ func (l *Listener) describeAcls(req *kmsg.DescribeACLsRequest) *kmsg.DescribeACL
 func (l *Listener) deleteAcls(ctx context.Context, c *kafkawire.Conn, req *kmsg.DeleteACLsRequest) *kmsg.DeleteACLsResponse {
 	resp := l.atActive(ctx, c, req, func(ctx context.Context) kmsg.Response {
 		return l.deleteAclsHere(ctx, req)
-	}, func(r kmsg.Response) []int16 {
-		var codes []int16
-		for _, res := range r.(*kmsg.DeleteACLsResponse).Results {
-			codes = append(codes, res.ErrorCode)
-		}
-		return codes
 	})
 	return resp.(*kmsg.DeleteACLsResponse)
 }

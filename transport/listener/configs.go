@@ -138,12 +138,6 @@ type alterOne struct {
 func (l *Listener) incrementalAlterConfigs(ctx context.Context, c *kafkawire.Conn, req *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
 	resp := l.atActive(ctx, c, req, func(ctx context.Context) kmsg.Response {
 		return l.incrementalAlterHere(ctx, req)
-	}, func(r kmsg.Response) []int16 {
-		var codes []int16
-		for _, rr := range r.(*kmsg.IncrementalAlterConfigsResponse).Resources {
-			codes = append(codes, rr.ErrorCode)
-		}
-		return codes
 	})
 	return resp.(*kmsg.IncrementalAlterConfigsResponse)
 }
@@ -191,12 +185,6 @@ func (l *Listener) incrementalAlterHere(ctx context.Context, req *kmsg.Increment
 func (l *Listener) alterConfigs(ctx context.Context, c *kafkawire.Conn, req *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
 	resp := l.atActive(ctx, c, req, func(ctx context.Context) kmsg.Response {
 		return l.alterHere(ctx, req)
-	}, func(r kmsg.Response) []int16 {
-		var codes []int16
-		for _, rr := range r.(*kmsg.AlterConfigsResponse).Resources {
-			codes = append(codes, rr.ErrorCode)
-		}
-		return codes
 	})
 	return resp.(*kmsg.AlterConfigsResponse)
 }
@@ -240,16 +228,17 @@ func (l *Listener) nonTopicAlter(typ kmsg.ConfigResourceType, name string) error
 	return kafkaErr(kerr.InvalidRequest, "config resource type %d is not served by the controller", typ)
 }
 
-// atActive runs a config change where the active controller is: here when
+// atActive runs a mutation clients send to any broker (config, ACL and
+// SCRAM changes) where the active controller is: here when
 // this voter is active, otherwise forwarded to the active one. While no
 // controller takes it — an election in progress, a forward target that
 // turns out to be a standby itself — it tries again until the request's
 // time (ForwardTimeout) is up, as a Kafka broker's forwarding does, and then answers with
 // what the last attempt got (NOT_CONTROLLER). Retrying is safe: a
 // NOT_CONTROLLER answer means the controller changed nothing, and the
-// changes are idempotent anyway. codes lists a response's per-resource
-// error codes; an answer in which every one is NOT_CONTROLLER is retried.
-func (l *Listener) atActive(ctx context.Context, c *kafkawire.Conn, req kmsg.Request, here func(context.Context) kmsg.Response, codes func(kmsg.Response) []int16) kmsg.Response {
+// changes are idempotent anyway. An answer in which every per-item error
+// code (itemCodes) is NOT_CONTROLLER is retried.
+func (l *Listener) atActive(ctx context.Context, c *kafkawire.Conn, req kmsg.Request, here func(context.Context) kmsg.Response) kmsg.Response {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.ForwardTimeout)
 	defer cancel()
 	canForward := !l.cfg.NoForward && !forwarded(c)
@@ -264,7 +253,7 @@ func (l *Listener) atActive(ctx context.Context, c *kafkawire.Conn, req kmsg.Req
 		default:
 			return here(ctx)
 		}
-		if resp != nil && !allNotController(codes(resp)) {
+		if resp != nil && !allNotController(itemCodes(resp)) {
 			return resp
 		}
 		select {
@@ -277,6 +266,35 @@ func (l *Listener) atActive(ctx context.Context, c *kafkawire.Conn, req kmsg.Req
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)
 	}
+}
+
+// itemCodes lists the per-item error codes of the responses atActive
+// runs: one per resource, ACL creation, filter or user.
+func itemCodes(resp kmsg.Response) []int16 {
+	var codes []int16
+	switch r := resp.(type) {
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for _, x := range r.Resources {
+			codes = append(codes, x.ErrorCode)
+		}
+	case *kmsg.AlterConfigsResponse:
+		for _, x := range r.Resources {
+			codes = append(codes, x.ErrorCode)
+		}
+	case *kmsg.CreateACLsResponse:
+		for _, x := range r.Results {
+			codes = append(codes, x.ErrorCode)
+		}
+	case *kmsg.DeleteACLsResponse:
+		for _, x := range r.Results {
+			codes = append(codes, x.ErrorCode)
+		}
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		for _, x := range r.Results {
+			codes = append(codes, x.ErrorCode)
+		}
+	}
+	return codes
 }
 
 func allNotController(codes []int16) bool {

@@ -65,12 +65,6 @@ func (l *Listener) describeScram(req *kmsg.DescribeUserSCRAMCredentialsRequest) 
 func (l *Listener) alterScram(ctx context.Context, c *kafkawire.Conn, req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.AlterUserSCRAMCredentialsResponse {
 	resp := l.atActive(ctx, c, req, func(ctx context.Context) kmsg.Response {
 		return l.alterScramHere(ctx, req)
-	}, func(r kmsg.Response) []int16 {
-		var codes []int16
-		for _, res := range r.(*kmsg.AlterUserSCRAMCredentialsResponse).Results {
-			codes = append(codes, res.ErrorCode)
-		}
-		return codes
 	})
 	return resp.(*kmsg.AlterUserSCRAMCredentialsResponse)
 }

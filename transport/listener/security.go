@@ -120,6 +120,11 @@ type connAuth struct {
 	mechanism string
 	session   sasl.Session
 	user      string
+	// cert is what the connection's verified certificate says, read once
+	// (a connection keeps its certificate); certRead tells whether it was.
+	cert     tlsconfig.Identity
+	hasCert  bool
+	certRead bool
 }
 
 func authOf(c *kafkawire.Conn) *connAuth {
@@ -141,26 +146,29 @@ type identity struct {
 	hasCert   bool
 	// authenticated is false for a connection that proved nothing.
 	authenticated bool
-	// forwardedBy is set when principal is the one a trusted voter
-	// forwarded the request for.
-	forwardedBy bool
 }
 
 func (l *Listener) identify(c *kafkawire.Conn) identity {
 	id := identity{principal: anonymous, cert: tlsconfig.NoIdentity}
-	if c != nil && c.TLS != nil && len(c.TLS.PeerCertificates) > 0 {
-		if cert, err := tlsconfig.PeerIdentity(c.TLS); err == nil {
-			id.cert, id.hasCert, id.authenticated = cert, true, true
-			id.principal = cert.Principal()
+	a := authOf(c)
+	if !a.certRead {
+		a.certRead = true
+		if c != nil && c.TLS != nil && len(c.TLS.PeerCertificates) > 0 {
+			if cert, err := tlsconfig.PeerIdentity(c.TLS); err == nil {
+				a.cert, a.hasCert = cert, true
+			}
 		}
 	}
-	if a := authOf(c); a.user != "" {
+	if a.hasCert {
+		id.cert, id.hasCert, id.authenticated = a.cert, true, true
+		id.principal = a.cert.Principal()
+	}
+	if a.user != "" {
 		id.principal, id.authenticated = "User:"+a.user, true
 	}
 	if forwarded(c) && (id.hasCert && id.cert.IsVoter() || l.superUsers[id.principal]) {
 		if p, ok := forwardedPrincipal(clientID(c)); ok {
 			id.principal = p
-			id.forwardedBy = true
 		}
 	}
 	return id

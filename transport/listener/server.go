@@ -314,7 +314,8 @@ func (l *Listener) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Reque
 }
 
 func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
-	if l.saslEnabled() && !preAuthAPI(req.Key()) && !l.identify(c).authenticated {
+	a := l.access(c)
+	if l.saslEnabled() && !preAuthAPI(req.Key()) && !a.id.authenticated {
 		l.secStats.unauthenticated.Add(1)
 		return nil, fmt.Errorf("%s before SASL authentication", kmsg.NameForKey(req.Key()))
 	}
@@ -322,7 +323,7 @@ func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Reque
 		denied.SetVersion(req.GetVersion())
 		return denied, nil
 	}
-	refused, serve, post := l.authorize(c, req)
+	refused, serve, post := l.authorize(a, req)
 	if refused != nil {
 		refused.SetVersion(req.GetVersion())
 		return refused, nil
