@@ -337,9 +337,12 @@ type deniedResource struct {
 	code int16
 }
 
-// splitConfigResources authorizes op on each config resource and returns
-// the ones to serve and the refused ones.
-func splitConfigResources[R any](a *access, op rl.AclOperation, in []R, key func(R) (kmsg.ConfigResourceType, string)) ([]R, []deniedResource) {
+// splitConfigs authorizes op on each config resource of a request. With
+// nothing refused it returns a nil post; otherwise the resources to serve
+// and a post that adds each refused one to the response's list (at), made
+// by mk.
+func splitConfigs[R, O any](a *access, op rl.AclOperation, in []R, key func(R) (kmsg.ConfigResourceType, string),
+	at func(kmsg.Response) *[]O, mk func(deniedResource) O) ([]R, func(kmsg.Response)) {
 	var kept []R
 	var denied []deniedResource
 	for _, rr := range in {
@@ -350,64 +353,78 @@ func splitConfigResources[R any](a *access, op rl.AclOperation, in []R, key func
 			kept = append(kept, rr)
 		}
 	}
-	return kept, denied
+	if len(denied) == 0 {
+		return in, nil
+	}
+	return kept, func(resp kmsg.Response) {
+		list := at(resp)
+		for _, d := range denied {
+			*list = append(*list, mk(d))
+		}
+	}
 }
 
 func (a *access) describeConfigs(r *kmsg.DescribeConfigsRequest) (kmsg.Response, kmsg.Request, func(kmsg.Response)) {
-	kept, denied := splitConfigResources(a, rl.OpDescribeConfigs, r.Resources, func(rr kmsg.DescribeConfigsRequestResource) (kmsg.ConfigResourceType, string) {
-		return rr.ResourceType, rr.ResourceName
-	})
-	if len(denied) == 0 {
+	kept, post := splitConfigs(a, rl.OpDescribeConfigs, r.Resources,
+		func(rr kmsg.DescribeConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return rr.ResourceType, rr.ResourceName
+		},
+		func(resp kmsg.Response) *[]kmsg.DescribeConfigsResponseResource {
+			return &resp.(*kmsg.DescribeConfigsResponse).Resources
+		},
+		func(d deniedResource) kmsg.DescribeConfigsResponseResource {
+			out := kmsg.NewDescribeConfigsResponseResource()
+			out.ResourceType, out.ResourceName, out.ErrorCode = d.typ, d.name, d.code
+			return out
+		})
+	if post == nil {
 		return nil, r, nil
 	}
 	cp := *r
 	cp.Resources = kept
-	return nil, &cp, func(resp kmsg.Response) {
-		dr := resp.(*kmsg.DescribeConfigsResponse)
-		for _, d := range denied {
-			out := kmsg.NewDescribeConfigsResponseResource()
-			out.ResourceType, out.ResourceName, out.ErrorCode = d.typ, d.name, d.code
-			dr.Resources = append(dr.Resources, out)
-		}
-	}
+	return nil, &cp, post
 }
 
 func (a *access) alterConfigs(r *kmsg.AlterConfigsRequest) (kmsg.Response, kmsg.Request, func(kmsg.Response)) {
-	kept, denied := splitConfigResources(a, rl.OpAlterConfigs, r.Resources, func(rr kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
-		return rr.ResourceType, rr.ResourceName
-	})
-	if len(denied) == 0 {
+	kept, post := splitConfigs(a, rl.OpAlterConfigs, r.Resources,
+		func(rr kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return rr.ResourceType, rr.ResourceName
+		},
+		func(resp kmsg.Response) *[]kmsg.AlterConfigsResponseResource {
+			return &resp.(*kmsg.AlterConfigsResponse).Resources
+		},
+		func(d deniedResource) kmsg.AlterConfigsResponseResource {
+			out := kmsg.NewAlterConfigsResponseResource()
+			out.ResourceType, out.ResourceName, out.ErrorCode = d.typ, d.name, d.code
+			return out
+		})
+	if post == nil {
 		return nil, r, nil
 	}
 	cp := *r
 	cp.Resources = kept
-	return nil, &cp, func(resp kmsg.Response) {
-		ar := resp.(*kmsg.AlterConfigsResponse)
-		for _, d := range denied {
-			out := kmsg.NewAlterConfigsResponseResource()
-			out.ResourceType, out.ResourceName, out.ErrorCode = d.typ, d.name, d.code
-			ar.Resources = append(ar.Resources, out)
-		}
-	}
+	return nil, &cp, post
 }
 
 func (a *access) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, kmsg.Request, func(kmsg.Response)) {
-	kept, denied := splitConfigResources(a, rl.OpAlterConfigs, r.Resources, func(rr kmsg.IncrementalAlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
-		return rr.ResourceType, rr.ResourceName
-	})
-	if len(denied) == 0 {
+	kept, post := splitConfigs(a, rl.OpAlterConfigs, r.Resources,
+		func(rr kmsg.IncrementalAlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return rr.ResourceType, rr.ResourceName
+		},
+		func(resp kmsg.Response) *[]kmsg.IncrementalAlterConfigsResponseResource {
+			return &resp.(*kmsg.IncrementalAlterConfigsResponse).Resources
+		},
+		func(d deniedResource) kmsg.IncrementalAlterConfigsResponseResource {
+			out := kmsg.NewIncrementalAlterConfigsResponseResource()
+			out.ResourceType, out.ResourceName, out.ErrorCode = d.typ, d.name, d.code
+			return out
+		})
+	if post == nil {
 		return nil, r, nil
 	}
 	cp := *r
 	cp.Resources = kept
-	return nil, &cp, func(resp kmsg.Response) {
-		ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
-		for _, d := range denied {
-			out := kmsg.NewIncrementalAlterConfigsResponseResource()
-			out.ResourceType, out.ResourceName, out.ErrorCode = d.typ, d.name, d.code
-			ar.Resources = append(ar.Resources, out)
-		}
-	}
+	return nil, &cp, post
 }
 
 // topicNameByID looks a topic id up in the committed image.
