@@ -9,28 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 )
 
-func testLogger(t testing.TB) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: testWriter{t}})
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
-}
+var testLogger = testkit.Logger
 
 func startAgent(t testing.TB, cfg broker.Config) *broker.Agent {
 	t.Helper()
@@ -51,13 +42,7 @@ func startAgent(t testing.TB, cfg broker.Config) *broker.Agent {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 15*time.Second, what, cond)
 }
 
 // controlClient is a kgo client that speaks to the agent as controller 1

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/voter"
@@ -197,16 +198,7 @@ func (c *nodeCluster) converged(timeout time.Duration) fsm.StateHash {
 	return h
 }
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = testkit.WaitFor
 
 // simBroker heartbeats to whichever node is active until stopped.
 type simBroker struct {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/ops"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
@@ -37,16 +38,7 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var waitFor = testkit.WaitFor
 
 // TestOneNodeVoterAndBroker starts a single node with both roles and its
 // HTTP endpoint: it becomes ready once it leads and its broker has

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
@@ -333,16 +334,7 @@ func (c *testCluster) partition(i int, topic string, p int32) (fsm.Partition, bo
 	return out, ok
 }
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = testkit.WaitFor
 
 // client returns a kgo client seeded with every running voter.
 func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {

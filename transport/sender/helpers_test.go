@@ -7,24 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/controller"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender"
 )
 
-func testLogger(t testing.TB) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: testWriter{t}})
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
-}
+var testLogger = testkit.Logger
 
 func startAgent(t testing.TB, cfg broker.Config) *broker.Agent {
 	t.Helper()
@@ -44,13 +34,7 @@ func startAgent(t testing.TB, cfg broker.Config) *broker.Agent {
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 30*time.Second, what, cond)
 }
 
 // book is a broker address book for Config.Resolve.

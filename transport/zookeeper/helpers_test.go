@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/zookeeper/zktest"
@@ -152,16 +153,7 @@ func (r *rawZK) children(path string) []string {
 	return kids
 }
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
-}
+var waitFor = testkit.WaitFor
 
 // cluster runs controller nodes in the test process over loopback TCP.
 type cluster struct {
