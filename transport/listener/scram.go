@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
-	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
@@ -95,12 +94,7 @@ func (l *Listener) alterScramHere(ctx context.Context, req *kmsg.AlterUserSCRAMC
 			}
 			continue
 		}
-		if u.Iterations < fsm.ScramMinIterations || u.Iterations > fsm.ScramMaxIterations {
-			if bad[u.Name] == nil {
-				bad[u.Name] = kafkaErr(kerr.UnacceptableCredential, "iterations %d outside %d..%d", u.Iterations, fsm.ScramMinIterations, fsm.ScramMaxIterations)
-			}
-			continue
-		}
+		// The derivation checks the iterations and the salted password's size.
 		cred, err := sasl.CredentialFromSaltedPassword(m.String(), u.Salt, u.SaltedPassword, int(u.Iterations))
 		if err != nil {
 			if bad[u.Name] == nil {

@@ -320,20 +320,11 @@ func (l *Listener) bootstrapUsers() {
 		ups = append(ups, controller.ScramUpsert{User: u.Name, Mechanism: m, Iterations: int32(cred.Iterations),
 			Salt: cred.Salt, StoredKey: cred.StoredKey, ServerKey: cred.ServerKey})
 	}
-	base, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
-	go func() {
-		select {
-		case <-l.stop:
-			cancelBase()
-		case <-base.Done():
-		}
-	}()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case <-l.stop:
+		case <-l.stop.Done():
 			return
 		case <-tick.C:
 		}
@@ -343,7 +334,7 @@ func (l *Listener) bootstrapUsers() {
 		if l.standby() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(base, 10*time.Second)
+		ctx, cancel := context.WithTimeout(l.stop, 10*time.Second)
 		res := l.node.Controller.AlterScramCredentials(ctx, nil, ups)
 		cancel()
 		failed := false

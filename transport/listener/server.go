@@ -126,10 +126,10 @@ type Listener struct {
 
 	superUsers map[string]bool
 	secStats   securityCounters
-	// stop closes with the listener; bootstrapDone when bootstrapUsers
-	// has returned.
-	stop          chan struct{}
-	closeOnce     sync.Once
+	// stop is cancelled by Close; bootstrapDone closes when
+	// bootstrapUsers has returned.
+	stop          context.Context
+	cancelStop    context.CancelFunc
 	bootstrapDone chan struct{}
 }
 
@@ -216,7 +216,8 @@ func newListener(cfg Config) (*Listener, error) {
 	}
 	l := &Listener{cfg: cfg, log: cfg.Logger.Named("listener"), node: cfg.Node, self: int32(self),
 		peers: map[int32]PeerListener{}, warned: map[string]bool{}, superUsers: map[string]bool{},
-		stop: make(chan struct{}), bootstrapDone: make(chan struct{})}
+		bootstrapDone: make(chan struct{})}
+	l.stop, l.cancelStop = context.WithCancel(context.Background())
 	for _, m := range cfg.Security.SASLMechanisms {
 		if !sasl.IsScram(m) && m != sasl.Plain {
 			return nil, fmt.Errorf("listener: SASL mechanism %q is not one of %v", m, sasl.Mechanisms())
@@ -294,7 +295,7 @@ func (l *Listener) NodeID() int32 { return l.self }
 
 // Close stops accepting, closes every connection and waits for them.
 func (l *Listener) Close() error {
-	l.closeOnce.Do(func() { close(l.stop) })
+	l.cancelStop()
 	<-l.bootstrapDone
 	return l.srv.Close()
 }
