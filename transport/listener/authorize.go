@@ -74,7 +74,7 @@ func (l *Listener) authorize(a *access, req kmsg.Request) (deny kmsg.Response, s
 		if a.cluster(op) {
 			return nil, req, nil
 		}
-		return clusterDenied(req), nil, nil
+		return clusterDenied(req, "the principal may not do this on the cluster"), nil, nil
 	}
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
@@ -105,16 +105,16 @@ func (l *Listener) authorize(a *access, req kmsg.Request) (deny kmsg.Response, s
 	return nil, req, nil
 }
 
-// clusterDenied is req's response with CLUSTER_AUTHORIZATION_FAILED.
-func clusterDenied(req kmsg.Request) kmsg.Response {
+// clusterDenied is req's response with CLUSTER_AUTHORIZATION_FAILED, and
+// msg where the response has room for one.
+func clusterDenied(req kmsg.Request, msg string) kmsg.Response {
 	code := kerr.ClusterAuthorizationFailed.Code
-	msg := "the principal may not do this on the cluster"
 	switch r := req.ResponseKind().(type) {
 	case *kmsg.BrokerRegistrationResponse:
 		r.ErrorCode = code
 		return r
 	case *kmsg.BrokerHeartbeatResponse:
-		r.ErrorCode = code
+		r.ErrorCode = code // IsFenced keeps its default, true
 		return r
 	case *kmsg.AlterPartitionResponse:
 		r.ErrorCode = code

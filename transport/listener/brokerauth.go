@@ -1,7 +1,6 @@
 package listener
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
@@ -59,27 +58,5 @@ func (l *Listener) authorizeBroker(c *kafkawire.Conn, req kmsg.Request) kmsg.Res
 	}
 	l.log.Warn("refused a broker request: "+why, "api", kmsg.NameForKey(req.Key()), "broker", claimed,
 		"certificate", id.String(), "principal", id.Principal(), "remote", remote)
-	return clusterAuthorizationFailed(req)
-}
-
-// clusterAuthorizationFailed is req's response carrying
-// CLUSTER_AUTHORIZATION_FAILED.
-func clusterAuthorizationFailed(req kmsg.Request) kmsg.Response {
-	code := kerr.ClusterAuthorizationFailed.Code
-	msg := "the client certificate does not name this broker id"
-	switch r := req.ResponseKind().(type) {
-	case *kmsg.BrokerRegistrationResponse:
-		r.ErrorCode = code
-		return r
-	case *kmsg.BrokerHeartbeatResponse:
-		r.ErrorCode = code // IsFenced keeps its default, true
-		return r
-	case *kmsg.AlterPartitionResponse:
-		r.ErrorCode = code
-		return r
-	case *kmsg.UnregisterBrokerResponse:
-		r.ErrorCode, r.ErrorMessage = code, &msg
-		return r
-	}
-	return nil
+	return clusterDenied(req, "the client certificate does not name this broker id")
 }
