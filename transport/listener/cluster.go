@@ -14,6 +14,13 @@ import (
 // while no leader is known. Clients treat -1 as "ask again later"; naming
 // the last controller instead would send them to a node that has most
 // likely just died.
+//
+// A voter that raft has just made leader names no one until its
+// controller is active. Until its barrier commits, its image may lack
+// entries the previous leader committed (a follower learns the commit
+// index only from the next append), and clients take the image of the
+// node that names itself controller as the current one: a topic whose
+// creation was acknowledged must not vanish from that answer.
 func (l *Listener) activeID() int32 {
 	if ok, _ := l.node.Controller.Active(); ok {
 		return l.self
@@ -23,7 +30,7 @@ func (l *Listener) activeID() int32 {
 		return -1
 	}
 	n, err := strconv.ParseInt(id, 10, 32)
-	if err != nil {
+	if err != nil || int32(n) == l.self {
 		return -1
 	}
 	if _, ok := l.peers[int32(n)]; !ok {

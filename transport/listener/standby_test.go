@@ -238,3 +238,43 @@ type standbyCase struct {
 	req   kmsg.Request
 	codes func(kmsg.Response) []int16
 }
+
+// TestLeaderNamesItselfOnlyOnceActive checks the window between raft
+// leadership and an active controller: the leader's image may still miss
+// entries its predecessor committed, so its Metadata and DescribeCluster
+// answers name no controller (clients ask again) instead of presenting
+// that image as the active controller's. Once the controller is active
+// again it names itself, and its image holds what was committed before.
+func TestLeaderNamesItselfOnlyOnceActive(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{})
+	c.startBrokers(3)
+	active := c.active(10 * time.Second)
+	ctx := ctxT(t)
+	_, adm := c.admin()
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	l, n := c.listener(active), c.node(active)
+	n.Controller.Deactivate()
+	if !n.Voter.IsLeader() {
+		t.Skip("leadership moved while the test ran")
+	}
+	md := l.metadata(kmsg.NewPtrMetadataRequest())
+	if md.ControllerID != -1 {
+		t.Errorf("Metadata from a leader whose controller is idle names controller %d, want -1", md.ControllerID)
+	}
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.Version, dc.EndpointType = 1, 1
+	if id := l.describeCluster(dc).ControllerID; id != -1 {
+		t.Errorf("DescribeCluster from a leader whose controller is idle names controller %d, want -1", id)
+	}
+	n.Controller.Activate()
+	waitFor(t, 10*time.Second, "the controller to be active again", func() bool { ok, _ := n.Controller.Active(); return ok })
+	md = l.metadata(kmsg.NewPtrMetadataRequest())
+	if md.ControllerID != c.ids[active] {
+		t.Fatalf("an active controller names %d, want itself (%d)", md.ControllerID, c.ids[active])
+	}
+	if !slices.ContainsFunc(md.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && *t.Topic == "kept" }) {
+		t.Errorf("the active controller's Metadata lacks the committed topic: %+v", md.Topics)
+	}
+}
