@@ -200,23 +200,28 @@ func (ec *eventCtx) fenceBroker(b *fsm.Broker) error {
 // fence that an old one did not.
 func (ec *eventCtx) offlineBrokerReplicas(id int32) error {
 	led, hosted := ec.partitionsOf(id)
-	if len(led) > 0 {
-		if _, err := ec.handlePartitionStateChanges(led, rl.OfflinePartition, 0, nil); err != nil {
-			return err
-		}
-		if _, err := ec.handlePartitionStateChanges(led, rl.OnlinePartition, OfflineElection, ec.uncleanAllowed); err != nil {
-			return err
-		}
+	ec.reserveBrokerWork(len(led), len(hosted))
+	if len(hosted) > 0 {
+		ec.plan.reserveStop(id, len(hosted)) // emptied again if none is stopped
 	}
-	// The replicas not yet offline, and those offline but still leading
-	// or in a shared ISR, are picked as their turn comes, not in a pass
-	// of their own: on a large image each lookup is a cache miss.
-	toOffline := make([]replica, len(hosted))
-	for i, ref := range hosted {
-		toOffline[i] = replica{ref: ref, broker: id}
-	}
-	if len(toOffline) > 0 {
-		if _, err := ec.handleReplicaStateChangesIf(toOffline, rl.OfflineReplica, func(p *fsm.Partition) bool {
+	return eachBrokerSlice(led, hosted, func(led, hosted []partRef) error {
+		if len(led) > 0 {
+			if _, err := ec.handlePartitionStateChanges(led, rl.OfflinePartition, 0, nil); err != nil {
+				return err
+			}
+			if _, err := ec.handlePartitionStateChanges(led, rl.OnlinePartition, OfflineElection, ec.uncleanAllowed); err != nil {
+				return err
+			}
+		}
+		// The replicas not yet offline, and those offline but still
+		// leading or in a shared ISR, are picked as their turn comes,
+		// not in a pass of their own: on a large image each lookup is a
+		// cache miss.
+		toOffline := make([]replica, len(hosted))
+		for i, ref := range hosted {
+			toOffline[i] = replica{ref: ref, broker: id}
+		}
+		_, err := ec.handleReplicaStateChangesIf(toOffline, rl.OfflineReplica, func(p *fsm.Partition) bool {
 			switch p.ReplicaState(id) {
 			case rl.NewReplica, rl.OnlineReplica:
 				return true
@@ -226,11 +231,44 @@ func (ec *eventCtx) offlineBrokerReplicas(id int32) error {
 				return p.Leader == id || (p.InISR(id) && len(p.ISR) > 1)
 			}
 			return false
-		}); err != nil {
+		})
+		return err
+	})
+}
+
+// brokerSlice is how many of a broker's partitions go through all their
+// transitions before the next ones start. The records of one partition
+// keep their order; those of different partitions are independent. A
+// slice's partitions stay in the processor cache from the first
+// transition to the last, here and in every voter's FSM, which applies
+// the records in the same order: a pass over all of a large broker's
+// partitions per transition would miss the cache on each of them.
+var brokerSlice = 1024
+
+// eachBrokerSlice calls fn with consecutive slices of hosted (in ref
+// order) and the part of led (a subset of hosted, in the same order) that
+// falls in each.
+func eachBrokerSlice(led, hosted []partRef, fn func(led, hosted []partRef) error) error {
+	li := 0
+	for lo := 0; lo < len(hosted); lo += brokerSlice {
+		hi := min(lo+brokerSlice, len(hosted))
+		lj := li
+		for lj < len(led) && compareRef(led[lj], hosted[hi-1]) <= 0 {
+			lj++
+		}
+		if err := fn(led[li:lj:lj], hosted[lo:hi:hi]); err != nil {
 			return err
 		}
+		li = lj
 	}
 	return nil
+}
+
+// reserveBrokerWork makes room, once, for what the transitions of a
+// broker's partitions stage and plan slice by slice.
+func (ec *eventCtx) reserveBrokerWork(led, hosted int) {
+	ec.plan.reserve(hosted)
+	ec.txn.Grow(led + hosted)
 }
 
 // unfenceBroker brings a caught-up broker back: its replicas come online,
@@ -299,40 +337,47 @@ func (ec *eventCtx) controlledShutdown(b *fsm.Broker) (stillLeads bool, err erro
 		ec.plan.umAll = true
 	}
 	led, hosted := ec.partitionsOf(b.ID)
-	if len(led) > 0 {
-		failed, err := ec.handlePartitionStateChanges(led, rl.OnlinePartition, ControlledShutdownElection, nil)
-		if err != nil {
-			return false, err
-		}
-		var stuck []partRef
-		for ref := range failed {
-			stuck = append(stuck, ref)
-		}
-		if err := ec.dropLeadership(stuck); err != nil {
-			return false, err
-		}
-	}
-	followers := make([]replica, 0, len(hosted))
-	for _, ref := range hosted {
-		p := ec.img().Partition(ref.id, ref.part)
-		if p.Leader != b.ID && p.InISR(b.ID) && len(p.ISR) > 1 {
-			switch p.ReplicaState(b.ID) {
-			case rl.NewReplica, rl.OnlineReplica, rl.OfflineReplica, rl.ReplicaDeletionIneligible:
-				followers = append(followers, replica{ref: ref, broker: b.ID})
+	ec.reserveBrokerWork(len(led), len(hosted))
+	err = eachBrokerSlice(led, hosted, func(led, hosted []partRef) error {
+		if len(led) > 0 {
+			failed, err := ec.handlePartitionStateChanges(led, rl.OnlinePartition, ControlledShutdownElection, nil)
+			if err != nil {
+				return err
+			}
+			if len(failed) > 0 {
+				stuck := make([]partRef, 0, len(failed))
+				for ref := range failed {
+					stuck = append(stuck, ref)
+				}
+				if err := ec.dropLeadership(stuck); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	if len(followers) > 0 {
-		if _, err := ec.handleReplicaStateChanges(followers, rl.OfflineReplica); err != nil {
-			return false, err
+		var followers []replica
+		for _, ref := range hosted {
+			p := ec.img().Partition(ref.id, ref.part)
+			if p.Leader != b.ID && p.InISR(b.ID) && len(p.ISR) > 1 {
+				switch p.ReplicaState(b.ID) {
+				case rl.NewReplica, rl.OnlineReplica, rl.OfflineReplica, rl.ReplicaDeletionIneligible:
+					followers = append(followers, replica{ref: ref, broker: b.ID})
+				}
+			}
 		}
-	}
-	for _, ref := range led {
-		if p := ec.img().Partition(ref.id, ref.part); p != nil && p.Leader == b.ID {
-			return true, nil
+		if len(followers) > 0 {
+			if _, err := ec.handleReplicaStateChanges(followers, rl.OfflineReplica); err != nil {
+				return err
+			}
 		}
-	}
-	return false, nil
+		for _, ref := range led {
+			if p := ec.img().Partition(ref.id, ref.part); p != nil && p.Leader == b.ID {
+				stillLeads = true
+				break
+			}
+		}
+		return nil
+	})
+	return stillLeads, err
 }
 
 // dropLeadership sets leader -1 (ISR kept) on partitions whose leader must

@@ -278,3 +278,26 @@ func (c *nodeCluster) brokerFenced(i int, id int32) bool {
 	})
 	return fenced
 }
+
+// settled waits until every running voter has applied as far as the
+// active one.
+func (c *nodeCluster) settled() {
+	c.t.Helper()
+	waitFor(c.t, 5*time.Minute, "every voter to apply the active voter's entries", func() bool {
+		_, active := c.active(time.Second)
+		want := active.FSM.AppliedIndex()
+		for _, n := range c.snapshot() {
+			if n != nil && n.FSM.AppliedIndex() < want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// forgetSent drops what the voters' recording senders were handed so far.
+func (c *nodeCluster) forgetSent() {
+	for _, s := range c.senders {
+		s.Reset()
+	}
+}
