@@ -86,6 +86,10 @@ type ElectionInput struct {
 	// unclean.leader.election.enable, or ElectLeaders with type UNCLEAN).
 	// Other strategies ignore it.
 	Unclean bool
+	// lists, when set, provides the memory of the result's lists: an
+	// event electing leaders for many partitions takes it from a few
+	// blocks instead of allocating each list on its own.
+	lists *int32Arena
 }
 
 // Election is the outcome of an election: the leader and ISR to commit, and
@@ -181,7 +185,7 @@ func Elect(s Strategy, in ElectionInput) (Election, error) {
 		return electControlledShutdown(in)
 	case NoOpElection:
 		p := in.Partition
-		return Election{Leader: p.Leader, ISR: clone(p.ISR), Receivers: clone(p.Replicas)}, nil
+		return Election{Leader: p.Leader, ISR: in.lists.clone(p.ISR), Receivers: in.lists.clone(p.Replicas)}, nil
 	default:
 		return unchanged(in.Partition), &ElectionError{Strategy: s, Err: ErrUnknownStrategy,
 			Detail: fmt.Sprintf("strategy value %d", uint8(s))}
@@ -195,14 +199,18 @@ func Elect(s Strategy, in ElectionInput) (Election, error) {
 // the ISR so that it can lead again, without data loss, when it returns. The
 // order of the remaining members is kept, and the result is a fresh slice.
 func ShrinkISR(isr []int32, gone Brokers) []int32 {
-	out := make([]int32, 0, len(isr))
+	return (*int32Arena)(nil).shrinkISR(isr, gone)
+}
+
+func (a *int32Arena) shrinkISR(isr []int32, gone Brokers) []int32 {
+	out := a.make(len(isr))
 	for _, id := range isr {
 		if !has(gone, id) {
 			out = append(out, id)
 		}
 	}
 	if len(out) == 0 {
-		return clone(isr)
+		return a.clone(isr)
 	}
 	return out
 }
@@ -213,8 +221,8 @@ func electOffline(in ElectionInput) (Election, error) {
 		if has(in.Live, r) && slices.Contains(p.ISR, r) {
 			return Election{
 				Leader:    r,
-				ISR:       filter(p.ISR, func(id int32) bool { return has(in.Live, id) }),
-				Receivers: liveOf(p.Replicas, in.Live),
+				ISR:       in.lists.filter(p.ISR, func(id int32) bool { return has(in.Live, id) }),
+				Receivers: in.lists.liveOf(p.Replicas, in.Live),
 			}, nil
 		}
 	}
@@ -225,14 +233,14 @@ func electOffline(in ElectionInput) (Election, error) {
 				return Election{
 					Leader:    r,
 					ISR:       []int32{r},
-					Receivers: liveOf(p.Replicas, in.Live),
+					Receivers: in.lists.liveOf(p.Replicas, in.Live),
 					Unclean:   true,
 				}, nil
 			}
 		}
 		detail = fmt.Sprintf("no replica of %v is live", p.Replicas)
 	}
-	leaderless := Election{Leader: raftlog.NoLeader, ISR: clone(p.ISR), Receivers: []int32{}}
+	leaderless := Election{Leader: raftlog.NoLeader, ISR: in.lists.clone(p.ISR), Receivers: []int32{}}
 	return leaderless, &ElectionError{Strategy: OfflineElection, Err: ErrNoEligibleLeader, Detail: detail}
 }
 
@@ -257,14 +265,14 @@ func electPreferred(in ElectionInput) (Election, error) {
 	if !slices.Contains(p.ISR, pref) {
 		return fail(ErrPreferredNotAvailable, "preferred replica %d is not in ISR %v", pref, p.ISR)
 	}
-	return Election{Leader: pref, ISR: clone(p.ISR), Receivers: liveOf(p.Replicas, in.Live)}, nil
+	return Election{Leader: pref, ISR: in.lists.clone(p.ISR), Receivers: in.lists.liveOf(p.Replicas, in.Live)}, nil
 }
 
 func electReassigned(in ElectionInput) (Election, error) {
 	p := in.Partition
 	for _, r := range p.Target {
 		if has(in.Live, r) && slices.Contains(p.ISR, r) {
-			return Election{Leader: r, ISR: clone(p.ISR), Receivers: clone(p.Target)}, nil
+			return Election{Leader: r, ISR: in.lists.clone(p.ISR), Receivers: in.lists.clone(p.Target)}, nil
 		}
 	}
 	return unchanged(p), &ElectionError{Strategy: ReassignedElection, Err: ErrNoEligibleLeader,
@@ -277,8 +285,8 @@ func electControlledShutdown(in ElectionInput) (Election, error) {
 		if slices.Contains(p.ISR, r) && has(in.Live, r) && !has(in.ShuttingDown, r) {
 			return Election{
 				Leader:    r,
-				ISR:       filter(p.ISR, func(id int32) bool { return !has(in.ShuttingDown, id) }),
-				Receivers: liveOf(p.Replicas, in.Live),
+				ISR:       in.lists.filter(p.ISR, func(id int32) bool { return !has(in.ShuttingDown, id) }),
+				Receivers: in.lists.liveOf(p.Replicas, in.Live),
 			}, nil
 		}
 	}
@@ -293,11 +301,15 @@ func unchanged(p PartitionView) Election {
 
 // liveOf returns the members of ids that are live, in the order of ids.
 func liveOf(ids []int32, live Brokers) []int32 {
-	return filter(ids, func(id int32) bool { return has(live, id) })
+	return (*int32Arena)(nil).liveOf(ids, live)
 }
 
-func filter(ids []int32, keep func(int32) bool) []int32 {
-	out := make([]int32, 0, len(ids))
+func (a *int32Arena) liveOf(ids []int32, live Brokers) []int32 {
+	return a.filter(ids, func(id int32) bool { return has(live, id) })
+}
+
+func (a *int32Arena) filter(ids []int32, keep func(int32) bool) []int32 {
+	out := a.make(len(ids))
 	for _, id := range ids {
 		if keep(id) {
 			out = append(out, id)
@@ -307,8 +319,8 @@ func filter(ids []int32, keep func(int32) bool) []int32 {
 }
 
 // clone copies ids into a fresh, never-nil slice.
-func clone(ids []int32) []int32 {
-	out := make([]int32, len(ids))
-	copy(out, ids)
-	return out
+func clone(ids []int32) []int32 { return (*int32Arena)(nil).clone(ids) }
+
+func (a *int32Arena) clone(ids []int32) []int32 {
+	return append(a.make(len(ids)), ids...)
 }

@@ -30,6 +30,8 @@ type eventCtx struct {
 	// next event (a broker registration does, so no later event of the
 	// round depends on a broker epoch that is only known at commit).
 	endRound bool
+	// lists holds the event's election and ISR lists.
+	lists int32Arena
 }
 
 // img is the image as this event sees it.

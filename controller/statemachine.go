@@ -145,6 +145,25 @@ func (ec *eventCtx) handleReplicaStateChangesIf(replicas []replica, target rl.Re
 
 // stageReplicaStates stages one ReplicaStateChange per topic.
 func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaState) error {
+	if oneBrokerInOrder(replicas) {
+		// One broker's replicas in ref order (a fence or a shutdown):
+		// each topic is one run, and the runs come in topic order.
+		refs := make([]rl.ReplicaRef, len(replicas))
+		for i, r := range replicas {
+			refs[i] = rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker}
+		}
+		for i := 0; i < len(replicas); {
+			j := i + 1
+			for j < len(replicas) && replicas[j].ref.id == replicas[i].ref.id {
+				j++
+			}
+			if err := ec.stageEach(&rl.ReplicaStateChange{TopicID: replicas[i].ref.id, State: target, Replicas: refs[i:j:j]}); err != nil {
+				return err
+			}
+			i = j
+		}
+		return nil
+	}
 	byTopic := map[rl.TopicID][]rl.ReplicaRef{}
 	var order []rl.TopicID
 	for _, r := range replicas {
@@ -160,6 +179,17 @@ func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaStat
 		}
 	}
 	return nil
+}
+
+// oneBrokerInOrder reports whether replicas are all on one broker and in
+// ascending ref order.
+func oneBrokerInOrder(replicas []replica) bool {
+	for i := 1; i < len(replicas); i++ {
+		if replicas[i].broker != replicas[0].broker || compareRef(replicas[i-1].ref, replicas[i].ref) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // replicaEffect plans what a committed transition sends (DESIGN §4).
@@ -191,7 +221,7 @@ func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 		// re-elected): nothing the other replicas or brokers need to hear.
 		return nil
 	}
-	isr := ShrinkISR(p.ISR, oneBroker(r.broker))
+	isr := ec.lists.shrinkISR(p.ISR, oneBroker(r.broker))
 	leader := p.Leader
 	if leader == r.broker {
 		leader = rl.NoLeader
@@ -205,7 +235,7 @@ func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 	}
 	if leader != rl.NoLeader {
 		live, _ := ec.liveSet()
-		var rest []int32
+		rest := ec.lists.make(len(p.Replicas))
 		for _, b := range p.Replicas {
 			if b != r.broker && live.Has(b) {
 				rest = append(rest, b)
@@ -254,6 +284,8 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 		// elections).
 		live = live.Without(shutting.IDs()...)
 	}
+	// Boxed once: each election would box them again.
+	liveB, shuttingB := Brokers(live), Brokers(shutting)
 	for _, ref := range refs {
 		p := ec.img().Partition(ref.id, ref.part)
 		if p == nil {
@@ -270,7 +302,7 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 			add(ref)
 			continue
 		}
-		el, err := ec.elect(ref, p, strategy, live, shutting, unclean != nil && unclean(ref))
+		el, err := ec.elect(ref, p, strategy, liveB, shuttingB, unclean != nil && unclean(ref))
 		if err != nil {
 			failed[ref] = err
 			if el.Leader == rl.NoLeader && p.Leader != rl.NoLeader && strategy != PreferredElection && strategy != ReassignedElection {
@@ -315,7 +347,7 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 // elect picks the leader and ISR of a partition going online: a new
 // partition takes its first live replica and all live replicas as ISR;
 // any other runs the strategy.
-func (ec *eventCtx) elect(ref partRef, p *fsm.Partition, strategy Strategy, live, shutting BrokerSet, unclean bool) (Election, error) {
+func (ec *eventCtx) elect(ref partRef, p *fsm.Partition, strategy Strategy, live, shutting Brokers, unclean bool) (Election, error) {
 	if p.State == rl.NewPartition {
 		var isr []int32
 		for _, b := range p.Replicas {
@@ -334,7 +366,7 @@ func (ec *eventCtx) elect(ref partRef, p *fsm.Partition, strategy Strategy, live
 			view.Target = targetReplicas(p.Replicas, ra)
 		}
 	}
-	return Elect(strategy, ElectionInput{Partition: view, Live: live, ShuttingDown: shutting, Unclean: unclean})
+	return Elect(strategy, ElectionInput{Partition: view, Live: live, ShuttingDown: shutting, Unclean: unclean, lists: &ec.lists})
 }
 
 // targetReplicas is the assignment a reassignment ends with.
