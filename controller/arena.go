@@ -23,5 +23,5 @@ func (a *int32Arena) make(n int) []int32 {
 	}
 	at := len(a.block)
 	a.block = a.block[:at+n]
-	return a.block[at:at:at+n]
+	return a.block[at : at : at+n]
 }
