@@ -307,7 +307,12 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		sample{v: ms(shutdown), floorMs: ms(floor), note: fmt.Sprintf("broker leading %d partitions", led)})
 	phase("  controlled shutdown of a leader of %d partitions: %v", led, shutdown.Round(time.Microsecond))
 
-	// Broker failure: broker 2 stops heartbeating; its session expires.
+	// Broker failure: a broker the shutdown left alone stops
+	// heartbeating; its session expires. The image puts each partition's
+	// replicas on consecutive brokers, so broker 2 took over all of
+	// broker 1's leadership: the one failed here, half way round, leads a
+	// tenth of the partitions as on a balanced cluster.
+	failed := int32(cfg.Brokers/2 + 1)
 	var rmu sync.Mutex
 	var rounds []controller.RoundStats
 	obs.set(func(st controller.RoundStats) {
@@ -315,17 +320,17 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		rounds = append(rounds, controller.RoundStats{Events: st.Events, Records: st.Records, Entries: st.Entries, Compute: st.Compute, Commit: st.Commit})
 		rmu.Unlock()
 	})
-	led = ledBy(node, 2)
-	c.brokers[2].stop()
+	led = ledBy(node, failed)
+	c.brokers[failed].stop()
 	fctx, fcancel := context.WithTimeout(ctx, cfg.SessionTimeout*3+time.Minute)
 	defer fcancel()
 	for {
-		if _, fenced := brokerState(node, 2); fenced {
+		if _, fenced := brokerState(node, failed); fenced {
 			break
 		}
 		select {
 		case <-fctx.Done():
-			return fmt.Errorf("broker 2 was not fenced: %w", fctx.Err())
+			return fmt.Errorf("broker %d was not fenced: %w", failed, fctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -350,8 +355,8 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		}
 	}
 	obs.set(nil)
-	if left := ledBy(node, 2); left != 0 {
-		return fmt.Errorf("fenced broker 2 still leads %d partitions", left)
+	if left := ledBy(node, failed); left != 0 {
+		return fmt.Errorf("fenced broker %d still leads %d partitions", failed, left)
 	}
 	fenceTime := fence.Compute + fence.Commit
 	col.add(fmt.Sprintf("fence-%d", n), Result{Scenario: "broker failure (fence round)", Partitions: n, Unit: "ms"},
