@@ -145,6 +145,17 @@ func (ec *eventCtx) handleReplicaStateChangesIf(replicas []replica, target rl.Re
 
 // stageReplicaStates stages one ReplicaStateChange per topic.
 func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaState) error {
+	if len(replicas) == 0 {
+		return nil
+	}
+	if oneTopic(replicas) {
+		// A topic's creation or growth: one record, replicas in order.
+		refs := make([]rl.ReplicaRef, len(replicas))
+		for i, r := range replicas {
+			refs[i] = rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker}
+		}
+		return ec.stageEach(&rl.ReplicaStateChange{TopicID: replicas[0].ref.id, State: target, Replicas: refs})
+	}
 	if oneBrokerInOrder(replicas) {
 		// One broker's replicas in ref order (a fence or a shutdown):
 		// each topic is one run, and the runs come in topic order.
@@ -179,6 +190,16 @@ func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaStat
 		}
 	}
 	return nil
+}
+
+// oneTopic reports whether replicas all belong to one topic.
+func oneTopic(replicas []replica) bool {
+	for _, r := range replicas[1:] {
+		if r.ref.id != replicas[0].ref.id {
+			return false
+		}
+	}
+	return true
 }
 
 // oneBrokerInOrder reports whether replicas are all on one broker and in
