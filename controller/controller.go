@@ -32,13 +32,6 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// QueueSize is the capacity of the event queue.
 	QueueSize int
-	// RoundLinger is how long, after a round of many events, the loop may
-	// wait for the callers it has just answered to come back before it
-	// starts a round with less than half as many. Without it a busy
-	// cluster's callers split into a large group and a straggling few,
-	// and every large round is followed by a small one that costs a full
-	// commit. Zero means 1 ms; negative turns it off.
-	RoundLinger time.Duration
 	// Observer, if set, is told about every committed round (metrics).
 	Observer Observer
 }
@@ -64,9 +57,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = 65536
-	}
-	if c.RoundLinger == 0 {
-		c.RoundLinger = time.Millisecond
 	}
 	if c.Sender == nil {
 		c.Sender = discardSender{}

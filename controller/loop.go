@@ -64,7 +64,6 @@ func (c *Controller) runLoop(a *activation) {
 	tick := time.NewTicker(c.tickInterval())
 	defer tick.Stop()
 	var pending []*event
-	lastRound := 0
 	for {
 		if len(pending) == 0 {
 			select {
@@ -86,9 +85,7 @@ func (c *Controller) runLoop(a *activation) {
 				break drain
 			}
 		}
-		pending = c.linger(a, pending, lastRound)
 		rest, err := c.runRound(a, pending)
-		lastRound = len(pending) - len(rest)
 		pending = rest
 		if errors.Is(err, errLeadershipLost) {
 			c.log.Warn("leadership lost: active controller stopping", "epoch", a.epoch, "error", err)
@@ -104,31 +101,6 @@ func (c *Controller) runLoop(a *activation) {
 			return
 		}
 	}
-}
-
-// lingerAfter is the smallest round after which the loop lingers.
-const lingerAfter = 16
-
-// linger waits, up to RoundLinger, until half as many events as the last
-// round had are pending, when the last round was large and fewer are.
-func (c *Controller) linger(a *activation, pending []*event, lastRound int) []*event {
-	want := lastRound / 2
-	if c.cfg.RoundLinger < 0 || lastRound < lingerAfter || len(pending) >= want {
-		return pending
-	}
-	t := time.NewTimer(c.cfg.RoundLinger)
-	defer t.Stop()
-	for len(pending) < want {
-		select {
-		case ev := <-a.events:
-			pending = append(pending, ev)
-		case <-t.C:
-			return pending
-		case <-a.stop:
-			return pending
-		}
-	}
-	return pending
 }
 
 func (c *Controller) tickInterval() time.Duration {
