@@ -123,6 +123,7 @@ func (w *worker) finish(p *history.Pending, kind history.Kind, res *history.Resu
 	if node != "" {
 		p.SetNode(node)
 	}
+	p.SetWrites(n)
 	if ambiguous(kind, n, err) {
 		p.Unknown(fmt.Errorf("%v, answered to write %d of the request: an earlier write may have taken effect", err, n))
 		return

@@ -355,3 +355,26 @@ func randomHistory(rng *rand.Rand, n int) []history.Op {
 	}
 	return ops
 }
+
+// TestRetriedCallMayHaveTakenEffectTwice: a create answered on its second
+// write may also have created the topic on its first (a controller that
+// committed it and died before answering), under an id the call never
+// reports; someone deletes that one before the retry creates the topic
+// again. Linearizable only because the history says the request was
+// written twice.
+func TestRetriedCallMayHaveTakenEffectTwice(t *testing.T) {
+	build := func(writes int) []history.Op {
+		var h hist
+		retried := h.create(0, "a", 0, 100, "bbbb")
+		retried.Writes = writes
+		h.present(1, "a", 5, 20, "aaaa") // the first write's topic
+		h.delete(2, "a", 30, 35)
+		h.absent(3, "a", 40, 45)
+		h.present(1, "a", 101, 102, "bbbb")
+		return h.ops
+	}
+	if r := lin(t, build(2)); len(r.Violations) != 0 {
+		t.Fatalf("a create written twice cannot explain the topic its first write made: %+v", r.Violations)
+	}
+	wantViolation(t, lin(t, build(1)), 1, `topic "a" is not linearizable`)
+}

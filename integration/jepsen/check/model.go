@@ -185,6 +185,14 @@ func linOps(ops []history.Op) (out []porcupine.Operation, skipped int) {
 			if op.Outcome == history.OK && op.Result != nil {
 				outv.ID, outv.Partitions = op.Result.TopicID, op.Result.Partitions
 			}
+			if op.Writes > 1 && op.Outcome == history.OK {
+				// A retried call answered on a later write: an earlier
+				// write may have taken effect as well (a create that a
+				// deposed controller committed, then someone's delete,
+				// then the retry creating the topic again). That write
+				// is a call of unknown outcome within the same interval.
+				add(in, linOutput{Outcome: history.Unknown, Original: "an earlier write of a retried call"})
+			}
 			add(in, outv)
 		case history.Describe:
 			switch {

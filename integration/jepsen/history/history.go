@@ -121,6 +121,10 @@ type Op struct {
 	// Error describes a Fail or Unknown: the error name and message.
 	Error  string  `json:"error,omitempty"`
 	Result *Result `json:"result,omitempty"`
+	// Writes is how many times the client wrote the request, when more
+	// than once (its own retries after NOT_CONTROLLER or a lost
+	// connection): an earlier write may have taken effect too.
+	Writes int `json:"writes,omitempty"`
 }
 
 // ErrorName is the Kafka name of the op's error code (TOPIC_ALREADY_EXISTS),

@@ -68,6 +68,16 @@ func (p *Pending) SetNode(addr string) {
 	p.r.mu.Unlock()
 }
 
+// SetWrites records how many times the client wrote the request.
+func (p *Pending) SetWrites(n int) {
+	if n <= 1 {
+		return
+	}
+	p.r.mu.Lock()
+	p.op.Writes = n
+	p.r.mu.Unlock()
+}
+
 // OK completes the op as a success.
 func (p *Pending) OK(res *Result) { p.complete(OK, 0, "", res) }
 
