@@ -48,18 +48,26 @@ func (r *PartitionChange) EncodeMsgpack(e *msgpack.Encoder) error {
 	if err := encodeTopicID(e, r.TopicID); err != nil {
 		return err
 	}
-	for _, v := range []int32{r.Partition, r.PartitionEpoch} {
+	d := r.Delta()
+	return encodeDeltaFields(e, &d)
+}
+
+// encodeDeltaFields writes a partition change's fields after its topic
+// id: a PartitionChange's and each change of a PartitionChanges are the
+// same fields in the same order.
+func encodeDeltaFields(e *msgpack.Encoder, d *PartitionDelta) error {
+	for _, v := range []int32{d.Partition, d.PartitionEpoch} {
 		if err := e.EncodeInt(int64(v)); err != nil {
 			return err
 		}
 	}
-	if err := e.EncodeUint(uint64(r.Set)); err != nil {
+	if err := e.EncodeUint(uint64(d.Set)); err != nil {
 		return err
 	}
-	if err := e.EncodeInt(int64(r.Leader)); err != nil {
+	if err := e.EncodeInt(int64(d.Leader)); err != nil {
 		return err
 	}
-	for _, s := range [][]int32{r.ISR, r.Replicas, r.Adding, r.Removing} {
+	for _, s := range [][]int32{d.ISR, d.Replicas, d.Adding, d.Removing} {
 		if err := encodeInt32s(e, s); err != nil {
 			return err
 		}
@@ -124,25 +132,11 @@ func (r *PartitionChanges) EncodeMsgpack(e *msgpack.Encoder) error {
 		return err
 	}
 	for i := range r.Changes {
-		d := &r.Changes[i]
 		if err := e.EncodeArrayLen(8); err != nil {
 			return err
 		}
-		for _, v := range []int32{d.Partition, d.PartitionEpoch} {
-			if err := e.EncodeInt(int64(v)); err != nil {
-				return err
-			}
-		}
-		if err := e.EncodeUint(uint64(d.Set)); err != nil {
+		if err := encodeDeltaFields(e, &r.Changes[i]); err != nil {
 			return err
-		}
-		if err := e.EncodeInt(int64(d.Leader)); err != nil {
-			return err
-		}
-		for _, s := range [][]int32{d.ISR, d.Replicas, d.Adding, d.Removing} {
-			if err := encodeInt32s(e, s); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
