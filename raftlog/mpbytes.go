@@ -219,20 +219,39 @@ func (rec *PartitionChange) decodeFast(r *mpReader) (err error) {
 	if err = r.topicID(&rec.TopicID); err != nil {
 		return err
 	}
-	if rec.Partition, err = r.int32(); err != nil {
+	var d PartitionDelta
+	if err = r.deltaFields(&d, nil, 0); err != nil {
 		return err
 	}
-	if rec.PartitionEpoch, err = r.int32(); err != nil {
+	rec.Partition, rec.PartitionEpoch, rec.Set, rec.Leader = d.Partition, d.PartitionEpoch, d.Set, d.Leader
+	rec.ISR, rec.Replicas, rec.Adding, rec.Removing = d.ISR, d.Replicas, d.Adding, d.Removing
+	return nil
+}
+
+// deltaFields reads a partition change's fields after its topic id: a
+// PartitionChange's and each change of a PartitionChanges are the same
+// fields in the same order. With pool set, the broker lists are carved
+// from it (hint: how many changes are still to come).
+func (r *mpReader) deltaFields(d *PartitionDelta, pool *[]int32, hint int) (err error) {
+	if d.Partition, err = r.int32(); err != nil {
 		return err
 	}
-	if rec.Set, err = r.uint8(); err != nil {
+	if d.PartitionEpoch, err = r.int32(); err != nil {
 		return err
 	}
-	if rec.Leader, err = r.int32(); err != nil {
+	if d.Set, err = r.uint8(); err != nil {
 		return err
 	}
-	for _, dst := range []*[]int32{&rec.ISR, &rec.Replicas, &rec.Adding, &rec.Removing} {
-		if *dst, err = r.int32s(); err != nil {
+	if d.Leader, err = r.int32(); err != nil {
+		return err
+	}
+	for _, dst := range []*[]int32{&d.ISR, &d.Replicas, &d.Adding, &d.Removing} {
+		if pool == nil {
+			*dst, err = r.int32s()
+		} else {
+			*dst, *pool, err = r.int32sFrom(*pool, hint)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -314,22 +333,8 @@ func (rec *PartitionChanges) decodeFast(r *mpReader) (err error) {
 		if err = r.expectArray("PartitionDelta", 8); err != nil {
 			return err
 		}
-		if d.Partition, err = r.int32(); err != nil {
+		if err = r.deltaFields(d, &pool, n-i); err != nil {
 			return err
-		}
-		if d.PartitionEpoch, err = r.int32(); err != nil {
-			return err
-		}
-		if d.Set, err = r.uint8(); err != nil {
-			return err
-		}
-		if d.Leader, err = r.int32(); err != nil {
-			return err
-		}
-		for _, dst := range []*[]int32{&d.ISR, &d.Replicas, &d.Adding, &d.Removing} {
-			if *dst, pool, err = r.int32sFrom(pool, n-i); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
