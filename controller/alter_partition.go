@@ -80,7 +80,7 @@ func (ec *eventCtx) alterPartition(req AlterPartitionRequest) ([]AlterPartitionR
 			continue
 		}
 		res.TopicID, res.Topic = ref.id, ref.name
-		if !sameInts(item.NewISR, p.ISR) {
+		if !slices.Equal(item.NewISR, p.ISR) {
 			if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 				Set: rl.ChangeISR, ISR: slices.Clone(item.NewISR)}); err != nil {
 				return nil, err

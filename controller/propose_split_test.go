@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -94,7 +95,7 @@ func equalLists(a, b [][]int32) bool {
 		return false
 	}
 	for i := range a {
-		if !sameInts(a[i], b[i]) {
+		if !slices.Equal(a[i], b[i]) {
 			return false
 		}
 	}

@@ -248,7 +248,7 @@ func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (erro
 	replicas := append(slices.Clone(kept), doomed...)
 	adding := minus(target, v.original)
 	removing := append(minus(v.original, target), doomed...)
-	if sameInts(replicas, p.Replicas) && sameInts(adding, v.ra.Adding) && sameInts(removing, v.ra.Removing) {
+	if slices.Equal(replicas, p.Replicas) && slices.Equal(adding, v.ra.Adding) && slices.Equal(removing, v.ra.Removing) {
 		return nil, nil
 	}
 	isr := minus(p.ISR, dropped)
@@ -441,7 +441,7 @@ func (ec *eventCtx) finishReplicaRemovals(ref partRef) error {
 				removing = append(removing, b)
 			}
 		}
-		if !sameInts(v.adding, v.ra.Adding) || !sameInts(removing, v.ra.Removing) {
+		if !slices.Equal(v.adding, v.ra.Adding) || !slices.Equal(removing, v.ra.Removing) {
 			if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: v.p.PartitionEpoch,
 				Set: rl.ChangeReassignment, Adding: v.adding, Removing: removing}); err != nil {
 				return err

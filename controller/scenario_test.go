@@ -131,6 +131,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,7 +229,7 @@ func runScenarioFile(t *testing.T, path string, rewrite bool) {
 		}()
 		for _, c := range cases {
 			c.got = s.run(c)
-			if !rewrite && !equalLines(c.got, c.want) {
+			if !rewrite && !slices.Equal(c.got, c.want) {
 				t.Errorf("%s:%d: %s\nwant:\n%s\ngot:\n%s", path, c.line, c.cmd, indentLines(c.want), indentLines(c.got))
 			}
 		}
@@ -249,18 +250,6 @@ func runScenarioFile(t *testing.T, path string, rewrite bool) {
 	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func equalLines(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func indentLines(ls []string) string {

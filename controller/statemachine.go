@@ -247,7 +247,7 @@ func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 	if leader == r.broker {
 		leader = rl.NoLeader
 	}
-	if leader == p.Leader && sameInts(isr, p.ISR) {
+	if leader == p.Leader && slices.Equal(isr, p.ISR) {
 		return nil // nothing the other replicas or brokers need to hear
 	}
 	if err := ec.stageChange(rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
@@ -340,7 +340,7 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 			}
 			continue
 		}
-		if el.Leader != p.Leader || !sameInts(el.ISR, p.ISR) {
+		if el.Leader != p.Leader || !slices.Equal(el.ISR, p.ISR) {
 			if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 				Set: rl.ChangeLeader | rl.ChangeISR, Leader: el.Leader, ISR: el.ISR}); err != nil {
 				return nil, err
@@ -399,18 +399,6 @@ func targetReplicas(replicas []int32, ra fsm.Reassignment) []int32 {
 		}
 	}
 	return out
-}
-
-func sameInts(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func indexOf(s []int32, v int32) int {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -61,7 +62,7 @@ func TestTxnStagePartitionChangePacksRuns(t *testing.T) {
 			}
 			sizes = append(sizes, int32(len(pcs.Changes)))
 		}
-		if want := []int32{3, 1, 1, 1, 1}; !equalInt32s(sizes, want) {
+		if want := []int32{3, 1, 1, 1, 1}; !slices.Equal(sizes, want) {
 			t.Fatalf("packs of %v changes, want %v", sizes, want)
 		}
 		// A record staged in between closes the pack.
@@ -89,18 +90,6 @@ func TestTxnStagePartitionChangePacksRuns(t *testing.T) {
 	if got, _ := tf.StateHash(); got != want {
 		t.Fatal("packed changes committed to another state than the changes one by one")
 	}
-}
-
-func equalInt32s(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A Txn stages a partition of a topic with many partitions without a slot

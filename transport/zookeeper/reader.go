@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -232,7 +233,7 @@ func readCluster(c *client) (*Cluster, error) {
 			continue // Kafka ignores a request for a partition that does not exist
 		}
 		p := &cl.Topics[i].Partitions[ra.Partition]
-		if len(p.Adding) == 0 && len(p.Removing) == 0 && !sameInts(p.Replicas, ra.Replicas) {
+		if len(p.Adding) == 0 && len(p.Removing) == 0 && !slices.Equal(p.Replicas, ra.Replicas) {
 			p.LegacyReassign = ra.Replicas
 		}
 	}
@@ -240,18 +241,6 @@ func readCluster(c *client) (*Cluster, error) {
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
-
-func sameInts(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 func contains(s []int32, v int32) bool {
 	for _, x := range s {
