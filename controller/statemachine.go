@@ -143,74 +143,29 @@ func (ec *eventCtx) handleReplicaStateChangesIf(replicas []replica, target rl.Re
 	return valid, nil
 }
 
-// stageReplicaStates stages one ReplicaStateChange per topic.
+// stageReplicaStates stages one ReplicaStateChange per topic, topics in
+// id order, each with its replicas in the order given.
 func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaState) error {
-	if len(replicas) == 0 {
-		return nil
+	byTopic := func(a, b replica) int { return compareIDs(a.ref.id, b.ref.id) }
+	if !slices.IsSortedFunc(replicas, byTopic) {
+		replicas = slices.Clone(replicas)
+		slices.SortStableFunc(replicas, byTopic)
 	}
-	if oneTopic(replicas) {
-		// A topic's creation or growth: one record, replicas in order.
-		refs := make([]rl.ReplicaRef, len(replicas))
-		for i, r := range replicas {
-			refs[i] = rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker}
-		}
-		return ec.stageEach(&rl.ReplicaStateChange{TopicID: replicas[0].ref.id, State: target, Replicas: refs})
+	refs := make([]rl.ReplicaRef, len(replicas))
+	for i, r := range replicas {
+		refs[i] = rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker}
 	}
-	if oneBrokerInOrder(replicas) {
-		// One broker's replicas in ref order (a fence or a shutdown):
-		// each topic is one run, and the runs come in topic order.
-		refs := make([]rl.ReplicaRef, len(replicas))
-		for i, r := range replicas {
-			refs[i] = rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker}
+	for i := 0; i < len(replicas); {
+		j := i + 1
+		for j < len(replicas) && replicas[j].ref.id == replicas[i].ref.id {
+			j++
 		}
-		for i := 0; i < len(replicas); {
-			j := i + 1
-			for j < len(replicas) && replicas[j].ref.id == replicas[i].ref.id {
-				j++
-			}
-			if err := ec.stageEach(&rl.ReplicaStateChange{TopicID: replicas[i].ref.id, State: target, Replicas: refs[i:j:j]}); err != nil {
-				return err
-			}
-			i = j
-		}
-		return nil
-	}
-	byTopic := map[rl.TopicID][]rl.ReplicaRef{}
-	var order []rl.TopicID
-	for _, r := range replicas {
-		if _, ok := byTopic[r.ref.id]; !ok {
-			order = append(order, r.ref.id)
-		}
-		byTopic[r.ref.id] = append(byTopic[r.ref.id], rl.ReplicaRef{Partition: r.ref.part, Broker: r.broker})
-	}
-	slices.SortFunc(order, compareIDs)
-	for _, id := range order {
-		if err := ec.stageEach(&rl.ReplicaStateChange{TopicID: id, State: target, Replicas: byTopic[id]}); err != nil {
+		if err := ec.stageEach(&rl.ReplicaStateChange{TopicID: replicas[i].ref.id, State: target, Replicas: refs[i:j:j]}); err != nil {
 			return err
 		}
+		i = j
 	}
 	return nil
-}
-
-// oneTopic reports whether replicas all belong to one topic.
-func oneTopic(replicas []replica) bool {
-	for _, r := range replicas[1:] {
-		if r.ref.id != replicas[0].ref.id {
-			return false
-		}
-	}
-	return true
-}
-
-// oneBrokerInOrder reports whether replicas are all on one broker and in
-// ascending ref order.
-func oneBrokerInOrder(replicas []replica) bool {
-	for i := 1; i < len(replicas); i++ {
-		if replicas[i].broker != replicas[0].broker || compareRef(replicas[i-1].ref, replicas[i].ref) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // replicaEffect plans what a committed transition sends (DESIGN §4).
