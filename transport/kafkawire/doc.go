@@ -17,12 +17,14 @@
 // negotiate down.
 //
 // Limits against hostile or broken clients: a frame's size is checked
-// before anything is allocated for it (MaxFrameBytes); a connection that
-// starts a frame, or a TLS handshake, and stalls is closed after
-// ReadTimeout; one with no request for IdleTimeout is closed, and one
-// that stops reading its responses after WriteTimeout; connections beyond
-// MaxConns are closed at accept. Each hit is logged with the
-// limit's name and value, and counted (Server.Limits).
+// before anything is allocated for it (MaxFrameBytes), and its body is
+// read as it arrives, so a client holds about what it sent rather than
+// what it announced; a connection that starts a frame, or a TLS
+// handshake, and stalls is closed after ReadTimeout; one with no request
+// for IdleTimeout is closed, and one that stops reading its responses
+// after WriteTimeout; connections beyond MaxConns are closed at accept.
+// Each hit is logged with the limit's name and value, and counted
+// (Server.Limits).
 //
 // Serve takes any listener: given a tls.NewListener, each connection
 // completes its handshake (within ReadTimeout) before its first request,

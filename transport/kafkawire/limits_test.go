@@ -219,6 +219,75 @@ func TestOversizedFrameIsNeverAllocated(t *testing.T) {
 	}
 }
 
+// TestStalledLargeFramesHoldWhatTheySent: connections that each announce
+// a frame of nearly MaxFrameBytes (the default 100 MiB) and send a few
+// bytes of it make the server hold about what they sent, not what they
+// announced; a client that behaves is answered meanwhile, and the stalled
+// connections are closed at the read timeout.
+func TestStalledLargeFramesHoldWhatTheySent(t *testing.T) {
+	const stalled = 8
+	const announced = 100<<20 - 16
+	cfg := Config{ReadTimeout: 3 * time.Second}
+	logs := logged(&cfg)
+	ln := &countingListener{Listener: mustListen(t)}
+	s := metadataServerOn(t, ln, cfg)
+
+	good := dial(t, s)
+	if err := roundTrip(good, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Each connection is served once first, so that what the server
+	// keeps for any connection (its goroutines, its read and write
+	// buffers) is in the baseline.
+	conns := make([]net.Conn, stalled)
+	for i := range conns {
+		conns[i] = dial(t, s)
+		if err := roundTrip(conns[i], int32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := ln.read.Load()
+	for _, c := range conns {
+		msg := binary.BigEndian.AppendUint32(nil, announced)
+		msg = append(msg, apiVersionsFrame(1)[4:10]...)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, "the server to read what the stalled clients sent", func() bool {
+		return ln.read.Load() >= start+stalled*10
+	})
+	for i := range int32(10) {
+		if err := roundTrip(good, 100+i); err != nil {
+			t.Fatalf("a well-behaved client failed while others stalled: %v", err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := s.Limits().ReadTimeouts; n != 0 {
+		t.Fatalf("%d stalled connections were closed before the heap was measured", n)
+	}
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("heap grew by %d KiB for %d stalled frames announcing %d MiB each", grew>>10, stalled, announced>>20)
+	if limit := int64(stalled*64<<10 + 4<<20); grew > limit {
+		t.Fatalf("heap grew by %d KiB with %d frames stalled, more than %d KiB", grew>>10, stalled, limit>>10)
+	}
+
+	for _, c := range conns {
+		closedByPeer(t, c, "stalled large frame")
+	}
+	poll(t, "the read timeouts counted", func() bool { return s.Limits().ReadTimeouts == stalled })
+	if !logs.has("closing connection: frame not complete within the read timeout", "read_timeout=3s") {
+		t.Fatalf("no log line naming the limit:\n%s", logs)
+	}
+	if err := roundTrip(good, 200); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConnectionCap: with MaxConns 2, a third connection is closed at
 // accept and logged; once one of the two goes, a new one is served.
 func TestConnectionCap(t *testing.T) {

@@ -414,7 +414,7 @@ func (s *Server) awaitData(c net.Conn, r *bufio.Reader, busy func() bool) error 
 // readFrame reads one frame. The wait for its first byte is bounded by
 // the idle timeout (see awaitData), the rest of the frame by the read
 // timeout. The size is checked before anything is allocated for the
-// frame.
+// frame, and the body is read as it arrives (see readBody).
 func (s *Server) readFrame(c net.Conn, r *bufio.Reader, busy func() bool) ([]byte, error) {
 	if err := s.awaitData(c, r, busy); err != nil {
 		return nil, err
@@ -432,11 +432,32 @@ func (s *Server) readFrame(c net.Conn, r *bufio.Reader, busy func() bool) ([]byt
 	if n < 8 {
 		return nil, fmt.Errorf("frame of %d bytes is too short for a request header", n)
 	}
-	frame := make([]byte, n)
-	if _, err := io.ReadFull(r, frame); err != nil {
-		return nil, s.stalled(err)
+	return s.readBody(r, int(n))
+}
+
+// firstChunk is the most allocated for a frame's body before any of the
+// body has been read: frames up to this size get their buffer at once.
+const firstChunk = 32 << 10
+
+// readBody reads a body of n bytes into a buffer that starts at
+// firstChunk and doubles, up to n, only once full. The announced size
+// alone costs nothing: a client that announces a large frame and stalls
+// holds about what it sent (at most twice, plus firstChunk), not what it
+// announced, until the read timeout closes it.
+func (s *Server) readBody(r io.Reader, n int) ([]byte, error) {
+	var buf []byte
+	got := 0
+	for got < n {
+		next := make([]byte, min(n, max(firstChunk, 2*len(buf))))
+		copy(next, buf[:got])
+		buf = next
+		k, err := io.ReadFull(r, buf[got:])
+		got += k
+		if err != nil {
+			return nil, s.stalled(err)
+		}
 	}
-	return frame, nil
+	return buf, nil
 }
 
 func (s *Server) stalled(err error) error {

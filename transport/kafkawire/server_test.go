@@ -18,6 +18,12 @@ import (
 // controller, which is all kgo needs to route admin requests.
 func metadataServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
+	return metadataServerOn(t, mustListen(t), cfg)
+}
+
+// metadataServerOn is metadataServer on a listener of the caller's.
+func metadataServerOn(t *testing.T, ln net.Listener, cfg Config) *Server {
+	t.Helper()
 	var s *Server
 	cfg.APIs = map[int16]int16{3: 12}
 	cfg.Handler = HandlerFunc(func(_ context.Context, c *Conn, req kmsg.Request) (kmsg.Response, error) {
@@ -41,10 +47,7 @@ func metadataServer(t *testing.T, cfg Config) *Server {
 		}
 		return nil, io.EOF
 	})
-	s, err := Listen("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = Serve(ln, cfg)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
