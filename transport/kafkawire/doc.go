@@ -23,7 +23,10 @@
 // handshake, and stalls is closed after ReadTimeout; one with no request
 // for IdleTimeout is closed, and one that stops reading its responses
 // after WriteTimeout; connections beyond MaxConns are closed at accept.
-// Each hit is logged with the limit's name and value, and counted
+// Across all connections, the bytes of frames being read or waiting to be
+// handled are bounded (MaxQueuedBytes): past it the server stops reading
+// from the connections that want more, until requests are handled. Each
+// hit is logged with the limit's name and value, and counted
 // (Server.Limits).
 //
 // Serve takes any listener: given a tls.NewListener, each connection

@@ -11,7 +11,8 @@ type LimitCounts struct {
 	FramesTooLarge uint64
 	// ReadTimeouts: closed for a frame not complete within ReadTimeout.
 	ReadTimeouts uint64
-	// IdleTimeouts: closed after IdleTimeout without a request.
+	// IdleTimeouts: closed after IdleTimeout without a request, or held
+	// back that long by MaxQueuedBytes.
 	IdleTimeouts uint64
 	// WriteTimeouts: closed for a response not written within
 	// WriteTimeout.
@@ -21,10 +22,14 @@ type LimitCounts struct {
 	// InFlightPauses: connections whose reading was paused at
 	// MaxInFlight while the client had sent more (once per connection).
 	InFlightPauses uint64
+	// QueuedBytesPauses: connections whose reading was paused because
+	// their next bytes would have gone past MaxQueuedBytes (once per
+	// connection).
+	QueuedBytesPauses uint64
 }
 
 type limitCounters struct {
-	connsRefused, framesTooLarge, readTimeouts, idleTimeouts, writeTimeouts, handshakeFailures, inFlightPauses atomic.Uint64
+	connsRefused, framesTooLarge, readTimeouts, idleTimeouts, writeTimeouts, handshakeFailures, inFlightPauses, queuedBytesPauses atomic.Uint64
 }
 
 // Limits reports how often each limit was hit.
@@ -38,5 +43,6 @@ func (s *Server) Limits() LimitCounts {
 		WriteTimeouts:     c.writeTimeouts.Load(),
 		HandshakeFailures: c.handshakeFailures.Load(),
 		InFlightPauses:    c.inFlightPauses.Load(),
+		QueuedBytesPauses: c.queuedBytesPauses.Load(),
 	}
 }

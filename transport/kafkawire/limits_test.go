@@ -260,6 +260,12 @@ func TestStalledLargeFramesHoldWhatTheySent(t *testing.T) {
 	poll(t, "the server to read what the stalled clients sent", func() bool {
 		return ln.read.Load() >= start+stalled*10
 	})
+	// A frame's bytes are taken from the queue just before its buffer is
+	// allocated.
+	poll(t, "a first buffer for each stalled frame", func() bool {
+		reading, _, _ := queueState(s)
+		return reading == stalled*firstChunk
+	})
 	for i := range int32(10) {
 		if err := roundTrip(good, 100+i); err != nil {
 			t.Fatalf("a well-behaved client failed while others stalled: %v", err)
@@ -451,6 +457,261 @@ func TestInFlightCap(t *testing.T) {
 		}
 		c.Close()
 		s.Close()
+	}
+}
+
+// queueState reads what the server's queue holds, and how many frames
+// wait for it.
+func queueState(s *Server) (reading, queued int64, waiting int) {
+	q := s.queue
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.reading, q.queued, len(q.waiters)
+}
+
+// readAnswer reads one response from c and returns its correlation id.
+func readAnswer(c net.Conn) (int32, error) {
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return 0, err
+	}
+	resp := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, resp); err != nil {
+		return 0, err
+	}
+	return int32(binary.BigEndian.Uint32(resp)), nil
+}
+
+// blockingMetadataServer answers Metadata once release closes, counting
+// the requests that reached the handler.
+func blockingMetadataServer(t *testing.T, ln net.Listener, cfg Config, release <-chan struct{}, handled *atomic.Int32) *Server {
+	cfg.APIs = map[int16]int16{3: 12}
+	cfg.Handler = HandlerFunc(func(_ context.Context, _ *Conn, req kmsg.Request) (kmsg.Response, error) {
+		handled.Add(1)
+		<-release
+		return req.(*kmsg.MetadataRequest).ResponseKind(), nil
+	})
+	s := Serve(ln, cfg)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestQueuedBytesCap: with the handler stuck, frames of several
+// connections that together exceed MaxQueuedBytes are not all read: the
+// server holds back the later ones (logged once per connection, counted)
+// and reads at most the bound plus one frame, plus each connection's read
+// buffer. Once the handler answers, every request is answered.
+func TestQueuedBytesCap(t *testing.T) {
+	const (
+		conns     = 8
+		frameSize = 400 << 10
+		maxQueued = 1 << 20
+		maxFrame  = 512 << 10
+	)
+	release := make(chan struct{})
+	var handled atomic.Int32
+	cfg := Config{MaxQueuedBytes: maxQueued, MaxFrameBytes: maxFrame}
+	logs := logged(&cfg)
+	ln := &countingListener{Listener: mustListen(t)}
+	s := blockingMetadataServer(t, ln, cfg, release, &handled)
+
+	clients := make([]net.Conn, conns)
+	writeErr := make(chan error, conns)
+	sent := 0
+	for i := range clients {
+		clients[i] = dial(t, s)
+		frame := metadataFrame(int32(i), frameSize)
+		sent += len(frame)
+		go func(c net.Conn) {
+			_, err := c.Write(frame)
+			writeErr <- err
+		}(clients[i])
+	}
+	poll(t, "frames held back by the queued bytes limit", func() bool {
+		_, _, waiting := queueState(s)
+		return handled.Load() >= 1 && waiting > 0
+	})
+	poll(t, "the pause to be logged", func() bool {
+		return logs.has("queued request bytes limit reached", "max_queued_bytes=1048576")
+	})
+	if got := s.Limits().QueuedBytesPauses; got == 0 {
+		t.Fatal("QueuedBytesPauses = 0")
+	}
+	reading, queued, _ := queueState(s)
+	if held := reading + queued; held > maxQueued+maxFrame {
+		t.Fatalf("the queue holds %d bytes, more than the bound plus a frame", held)
+	}
+	if read, limit := ln.read.Load(), int64(maxQueued+maxFrame+conns*64<<10); read > limit || read >= int64(sent) {
+		t.Fatalf("the server read %d of %d bytes sent with the handler stuck, want at most %d", read, sent, limit)
+	}
+
+	close(release)
+	for i, c := range clients {
+		corr, err := readAnswer(c)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if corr != int32(i) {
+			t.Fatalf("connection %d: answer carries correlation id %d", i, corr)
+		}
+	}
+	for range clients {
+		if err := <-writeErr; err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, "the queue to be empty", func() bool {
+		reading, queued, waiting := queueState(s)
+		return reading == 0 && queued == 0 && waiting == 0
+	})
+}
+
+// TestQueuedBytesPartialFramesDoNotDeadlock: frames partly sent that
+// between them want more than MaxQueuedBytes, with nothing read and
+// waiting to be handled, would each wait for bytes only the others could
+// give back. One of them goes past the bound at a time, and all are
+// answered once their clients send the rest (well within the read
+// timeout, whose expiry would fail the test).
+func TestQueuedBytesPartialFramesDoNotDeadlock(t *testing.T) {
+	const (
+		conns     = 4
+		frameSize = 600 << 10
+		maxQueued = 1 << 20
+	)
+	release := make(chan struct{})
+	close(release)
+	var handled atomic.Int32
+	cfg := Config{MaxQueuedBytes: maxQueued, MaxFrameBytes: maxQueued}
+	logged(&cfg)
+	s := blockingMetadataServer(t, mustListen(t), cfg, release, &handled)
+
+	clients := make([]net.Conn, conns)
+	frames := make([][]byte, conns)
+	for i := range clients {
+		clients[i] = dial(t, s)
+		frames[i] = metadataFrame(int32(i), frameSize)
+		if _, err := clients[i].Write(frames[i][:frameSize/2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every frame needs a buffer of 512 KiB for the half sent, 2 MiB in
+	// all: some wait, and nothing read is waiting to be handled.
+	poll(t, "frames waiting with nothing to be handled", func() bool {
+		_, queued, waiting := queueState(s)
+		return waiting > 0 && queued == 0
+	})
+	if reading, queued, _ := queueState(s); reading+queued > maxQueued+frameSize {
+		t.Fatalf("the queue holds %d bytes, more than the bound plus a frame", reading+queued)
+	}
+	for i, c := range clients {
+		if _, err := c.Write(frames[i][frameSize/2:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range clients {
+		corr, err := readAnswer(c)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if corr != int32(i) {
+			t.Fatalf("connection %d: answer carries correlation id %d", i, corr)
+		}
+	}
+	if got := s.Limits().ReadTimeouts; got != 0 {
+		t.Fatalf("ReadTimeouts = %d", got)
+	}
+	poll(t, "the queue to be empty", func() bool {
+		reading, queued, waiting := queueState(s)
+		return reading == 0 && queued == 0 && waiting == 0
+	})
+}
+
+// TestQueuedBytesWaitEndsWithTheServer: a connection held back by
+// MaxQueuedBytes does not keep Close waiting, and the bytes of frames
+// never handled are given back.
+func TestQueuedBytesWaitEndsWithTheServer(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var handled atomic.Int32
+	cfg := Config{MaxQueuedBytes: 256 << 10, MaxFrameBytes: 256 << 10}
+	logged(&cfg)
+	s := blockingMetadataServer(t, mustListen(t), cfg, release, &handled)
+	a, b := dial(t, s), dial(t, s)
+	if _, err := a.Write(metadataFrame(1, 200<<10)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the first request to reach the handler", func() bool { return handled.Load() == 1 })
+	if _, err := b.Write(metadataFrame(2, 200<<10)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the second frame to wait", func() bool {
+		_, _, waiting := queueState(s)
+		return waiting == 1
+	})
+	// The stuck handler would keep Close waiting: answer it once the
+	// server is closing.
+	go func() {
+		<-s.ctx.Done()
+		release <- struct{}{}
+	}()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if reading, queued, waiting := queueState(s); reading != 0 || queued != 0 || waiting != 0 {
+		t.Fatalf("after Close the queue holds %d bytes being read, %d queued, %d waiting", reading, queued, waiting)
+	}
+}
+
+// TestQueuedBytesWaitIsBoundedByIdleTimeout: a connection held back by
+// MaxQueuedBytes for IdleTimeout is closed, with a log line naming both
+// limits; the connection holding the bytes is served once its handler
+// answers.
+func TestQueuedBytesWaitIsBoundedByIdleTimeout(t *testing.T) {
+	release := make(chan struct{})
+	var handled atomic.Int32
+	cfg := Config{MaxQueuedBytes: 256 << 10, MaxFrameBytes: 256 << 10, IdleTimeout: 300 * time.Millisecond}
+	logs := logged(&cfg)
+	s := blockingMetadataServer(t, mustListen(t), cfg, release, &handled)
+	a, b := dial(t, s), dial(t, s)
+	if _, err := a.Write(metadataFrame(1, 200<<10)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the first request to reach the handler", func() bool { return handled.Load() == 1 })
+	if _, err := b.Write(metadataFrame(2, 200<<10)); err != nil {
+		t.Fatal(err)
+	}
+	closedByPeer(t, b, "held back past the idle timeout")
+	poll(t, "the log line", func() bool {
+		return logs.has("closing connection: idle timeout while held back by the queued request bytes limit",
+			"idle_timeout=300ms", "max_queued_bytes=262144")
+	})
+	if got := s.Limits().IdleTimeouts; got != 1 {
+		t.Fatalf("IdleTimeouts = %d", got)
+	}
+	close(release)
+	if corr, err := readAnswer(a); err != nil || corr != 1 {
+		t.Fatalf("the connection holding the bytes: %d %v", corr, err)
+	}
+}
+
+// TestQueuedBytesNeverBelowMaxFrame: a bound below MaxFrameBytes is
+// raised to it, with a log line, so that every frame can be read.
+func TestQueuedBytesNeverBelowMaxFrame(t *testing.T) {
+	cfg := Config{MaxQueuedBytes: 1 << 10, MaxFrameBytes: 64 << 10}
+	logs := logged(&cfg)
+	s := metadataServer(t, cfg)
+	if s.cfg.MaxQueuedBytes != 64<<10 || s.queue.max != 64<<10 {
+		t.Fatalf("MaxQueuedBytes = %d", s.cfg.MaxQueuedBytes)
+	}
+	if !logs.has("max queued bytes raised to the max frame size", "max_queued_bytes=1024", "max_frame_bytes=65536") {
+		t.Fatalf("no log line:\n%s", logs)
+	}
+	if err := roundTrip(dial(t, s), 1); err != nil {
+		t.Fatal(err)
+	}
+	if d := metadataServer(t, Config{}); d.cfg.MaxQueuedBytes != 256<<20 {
+		t.Fatalf("default MaxQueuedBytes = %d", d.cfg.MaxQueuedBytes)
 	}
 }
 

@@ -64,8 +64,8 @@ func (f HandlerFunc) Handle(ctx context.Context, c *Conn, req kmsg.Request) (kms
 
 // Config configures a Server. Zero values take the defaults. Every limit
 // is logged, naming the limit and its value, when a connection hits it:
-// idle timeouts at Info (an idle client is not misbehaving), the others
-// at Warn.
+// idle timeouts and connections held back (MaxInFlight, MaxQueuedBytes)
+// at Info, as the client is not misbehaving, the others at Warn.
 type Config struct {
 	Handler Handler
 	Logger  hclog.Logger
@@ -80,6 +80,19 @@ type Config struct {
 	// MaxFrameBytes bounds a request frame. Default 100 MiB, Kafka's
 	// socket.request.max.bytes.
 	MaxFrameBytes int32
+	// MaxQueuedBytes bounds the bytes of request frames held across all
+	// connections: frames being read and frames read and not yet handled.
+	// Default 256 MiB, Kafka's queued.max.request.bytes; never below
+	// MaxFrameBytes (raised to it, so that any frame can be read). A
+	// connection whose frame would go past it is not read until requests
+	// give their bytes back as they are handled, and TCP pushes back on
+	// its client; the wait does not count against its ReadTimeout, and
+	// after IdleTimeout of waiting the connection is closed. So that
+	// frames partly read cannot wait on each other for ever, one frame
+	// at a time may go past the bound while no frame read is waiting to
+	// be handled: the bytes held stay below twice the bound. Each
+	// connection's 64 KiB read buffer is not counted.
+	MaxQueuedBytes int64
 	// IdleTimeout closes a connection with no request for this long.
 	// Default 10 minutes, Kafka's connections.max.idle.ms.
 	IdleTimeout time.Duration
@@ -120,6 +133,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	stats limitCounters
+	queue *byteQueue
 }
 
 // Listen starts serving on addr.
@@ -154,7 +168,16 @@ func Serve(ln net.Listener, cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, ln: ln, conns: map[net.Conn]struct{}{}, apis: map[int16]int16{}}
+	if cfg.MaxQueuedBytes <= 0 {
+		cfg.MaxQueuedBytes = 256 << 20
+	}
+	if cfg.MaxQueuedBytes < int64(cfg.MaxFrameBytes) {
+		cfg.Logger.Warn("max queued bytes raised to the max frame size, so that any frame can be read",
+			"max_queued_bytes", cfg.MaxQueuedBytes, "max_frame_bytes", cfg.MaxFrameBytes)
+		cfg.MaxQueuedBytes = int64(cfg.MaxFrameBytes)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, ln: ln, conns: map[net.Conn]struct{}{}, apis: map[int16]int16{},
+		queue: newByteQueue(cfg.MaxQueuedBytes)}
 	for k, v := range cfg.APIs {
 		if req := kmsg.RequestForKey(k); req != nil {
 			s.apis[k] = min(v, req.MaxVersion())
@@ -267,12 +290,17 @@ func (s *Server) serveConn(c net.Conn) {
 		close(done)
 		_ = c.Close() // unblocks a read in progress
 		<-readerDone
+		// Frames read and never to be handled give their bytes back.
+		for frame := range frames {
+			s.queue.release(int64(len(frame)))
+		}
 	}()
 
 	w := bufio.NewWriterSize(c, 64<<10)
 	session := &Session{}
 	for frame := range frames {
 		resp, err := s.handleFrame(c.RemoteAddr(), state, session, frame)
+		s.queue.release(int64(len(frame)))
 		if err != nil {
 			log.Warn("closing connection after a bad request", "reason", err)
 			return
@@ -319,6 +347,7 @@ func (s *Server) handshake(tc *tls.Conn) (*tls.ConnectionState, error) {
 func (s *Server) readLoop(c net.Conn, frames chan<- []byte, slots chan struct{}, done <-chan struct{}, log hclog.Logger) {
 	defer close(frames)
 	r := bufio.NewReaderSize(c, 64<<10)
+	rd := &connReader{s: s, c: c, r: r, log: log, done: done}
 	busy := func() bool { return len(slots) > 0 }
 	paused := false
 	for {
@@ -348,7 +377,7 @@ func (s *Server) readLoop(c net.Conn, frames chan<- []byte, slots chan struct{},
 		if err == nil {
 			// The slot just taken is this frame's: others are in flight
 			// when more than one is held.
-			frame, err = s.readFrame(c, r, func() bool { return len(slots) > 1 })
+			frame, err = rd.readFrame(func() bool { return len(slots) > 1 })
 		}
 		if err != nil {
 			var le *limitError
@@ -411,15 +440,31 @@ func (s *Server) awaitData(c net.Conn, r *bufio.Reader, busy func() bool) error 
 	}
 }
 
+// connReader is the state of one connection's reader.
+type connReader struct {
+	s    *Server
+	c    net.Conn
+	r    *bufio.Reader
+	log  hclog.Logger
+	done <-chan struct{}
+	// deadline bounds reading the frame in progress.
+	deadline time.Time
+	// queuePaused tells that MaxQueuedBytes held the connection back
+	// before (logged once per connection).
+	queuePaused bool
+}
+
 // readFrame reads one frame. The wait for its first byte is bounded by
 // the idle timeout (see awaitData), the rest of the frame by the read
 // timeout. The size is checked before anything is allocated for the
 // frame, and the body is read as it arrives (see readBody).
-func (s *Server) readFrame(c net.Conn, r *bufio.Reader, busy func() bool) ([]byte, error) {
+func (rd *connReader) readFrame(busy func() bool) ([]byte, error) {
+	s, c, r := rd.s, rd.c, rd.r
 	if err := s.awaitData(c, r, busy); err != nil {
 		return nil, err
 	}
-	_ = c.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
+	rd.deadline = time.Now().Add(s.cfg.ReadTimeout)
+	_ = c.SetReadDeadline(rd.deadline)
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
 		return nil, s.stalled(err)
@@ -432,7 +477,7 @@ func (s *Server) readFrame(c net.Conn, r *bufio.Reader, busy func() bool) ([]byt
 	if n < 8 {
 		return nil, fmt.Errorf("frame of %d bytes is too short for a request header", n)
 	}
-	return s.readBody(r, int(n))
+	return rd.readBody(int(n))
 }
 
 // firstChunk is the most allocated for a frame's body before any of the
@@ -443,21 +488,71 @@ const firstChunk = 32 << 10
 // firstChunk and doubles, up to n, only once full. The announced size
 // alone costs nothing: a client that announces a large frame and stalls
 // holds about what it sent (at most twice, plus firstChunk), not what it
-// announced, until the read timeout closes it.
-func (s *Server) readBody(r io.Reader, n int) ([]byte, error) {
+// announced, until the read timeout closes it. Each growth takes its
+// bytes from the server's queue (MaxQueuedBytes) before it allocates
+// them, waiting while they do not fit.
+func (rd *connReader) readBody(n int) ([]byte, error) {
+	q := rd.s.queue
+	f := &frameBytes{}
 	var buf []byte
 	got := 0
 	for got < n {
-		next := make([]byte, min(n, max(firstChunk, 2*len(buf))))
+		size := min(n, max(firstChunk, 2*len(buf)))
+		if err := rd.take(f, int64(size-len(buf))); err != nil {
+			q.abandon(f)
+			return nil, err
+		}
+		next := make([]byte, size)
 		copy(next, buf[:got])
 		buf = next
-		k, err := io.ReadFull(r, buf[got:])
+		k, err := io.ReadFull(rd.r, buf[got:])
 		got += k
 		if err != nil {
-			return nil, s.stalled(err)
+			q.abandon(f)
+			return nil, rd.s.stalled(err)
 		}
 	}
+	q.complete(f)
 	return buf, nil
+}
+
+// take gives f n more bytes of the server's queue, waiting, without
+// reading from the connection, while they do not fit. The wait ends
+// when the connection or the server closes, or after the idle timeout.
+func (rd *connReader) take(f *frameBytes, n int64) error {
+	s := rd.s
+	w := s.queue.take(f, n)
+	if w == nil {
+		return nil
+	}
+	if !rd.queuePaused {
+		rd.queuePaused = true
+		s.stats.queuedBytesPauses.Add(1)
+		rd.log.Info("queued request bytes limit reached: not reading from this connection until requests are handled",
+			"max_queued_bytes", s.cfg.MaxQueuedBytes)
+	}
+	start := time.Now()
+	idle := time.NewTimer(s.cfg.IdleTimeout)
+	defer idle.Stop()
+	select {
+	case <-w.ready:
+	case <-rd.done:
+		s.queue.cancel(w)
+		return net.ErrClosed
+	case <-s.ctx.Done():
+		s.queue.cancel(w)
+		return net.ErrClosed
+	case <-idle.C:
+		s.queue.cancel(w)
+		return &limitError{msg: "idle timeout while held back by the queued request bytes limit",
+			kv: []any{"idle_timeout", s.cfg.IdleTimeout, "max_queued_bytes", s.cfg.MaxQueuedBytes}, idle: true,
+			stat: func(c *limitCounters) { c.idleTimeouts.Add(1) }}
+	}
+	// The client did not stall while the server held it back: the wait
+	// does not count against its read timeout.
+	rd.deadline = rd.deadline.Add(time.Since(start))
+	_ = rd.c.SetReadDeadline(rd.deadline)
+	return nil
 }
 
 func (s *Server) stalled(err error) error {
