@@ -25,9 +25,11 @@
 // after WriteTimeout; connections beyond MaxConns are closed at accept.
 // Across all connections, the bytes of frames being read or waiting to be
 // handled are bounded (MaxQueuedBytes): past it the server stops reading
-// from the connections that want more, until requests are handled. Each
-// hit is logged with the limit's name and value, and counted
-// (Server.Limits).
+// from the connections that want more, until requests are handled. Where
+// connections must log in (Config.NeedsAuthentication), frames are bounded
+// much lower until the handler says the connection authenticated
+// (MaxUnauthenticatedFrameBytes). Each hit is logged with the limit's name
+// and value, and counted (Server.Limits).
 //
 // Serve takes any listener: given a tls.NewListener, each connection
 // completes its handshake (within ReadTimeout) before its first request,

@@ -9,6 +9,9 @@ type LimitCounts struct {
 	ConnsRefused uint64
 	// FramesTooLarge: closed for a frame above MaxFrameBytes.
 	FramesTooLarge uint64
+	// UnauthenticatedFramesTooLarge: closed for a frame above
+	// MaxUnauthenticatedFrameBytes before the connection authenticated.
+	UnauthenticatedFramesTooLarge uint64
 	// ReadTimeouts: closed for a frame not complete within ReadTimeout.
 	ReadTimeouts uint64
 	// IdleTimeouts: closed after IdleTimeout without a request, or held
@@ -29,20 +32,21 @@ type LimitCounts struct {
 }
 
 type limitCounters struct {
-	connsRefused, framesTooLarge, readTimeouts, idleTimeouts, writeTimeouts, handshakeFailures, inFlightPauses, queuedBytesPauses atomic.Uint64
+	connsRefused, framesTooLarge, unauthenticatedFramesTooLarge, readTimeouts, idleTimeouts, writeTimeouts, handshakeFailures, inFlightPauses, queuedBytesPauses atomic.Uint64
 }
 
 // Limits reports how often each limit was hit.
 func (s *Server) Limits() LimitCounts {
 	c := &s.stats
 	return LimitCounts{
-		ConnsRefused:      c.connsRefused.Load(),
-		FramesTooLarge:    c.framesTooLarge.Load(),
-		ReadTimeouts:      c.readTimeouts.Load(),
-		IdleTimeouts:      c.idleTimeouts.Load(),
-		WriteTimeouts:     c.writeTimeouts.Load(),
-		HandshakeFailures: c.handshakeFailures.Load(),
-		InFlightPauses:    c.inFlightPauses.Load(),
-		QueuedBytesPauses: c.queuedBytesPauses.Load(),
+		ConnsRefused:                  c.connsRefused.Load(),
+		FramesTooLarge:                c.framesTooLarge.Load(),
+		UnauthenticatedFramesTooLarge: c.unauthenticatedFramesTooLarge.Load(),
+		ReadTimeouts:                  c.readTimeouts.Load(),
+		IdleTimeouts:                  c.idleTimeouts.Load(),
+		WriteTimeouts:                 c.writeTimeouts.Load(),
+		HandshakeFailures:             c.handshakeFailures.Load(),
+		InFlightPauses:                c.inFlightPauses.Load(),
+		QueuedBytesPauses:             c.queuedBytesPauses.Load(),
 	}
 }

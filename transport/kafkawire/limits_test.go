@@ -715,6 +715,103 @@ func TestQueuedBytesNeverBelowMaxFrame(t *testing.T) {
 	}
 }
 
+// requestFrame is req, at the version it carries, in a frame with a
+// request header of correlation id corr.
+func requestFrame(corr int32, req kmsg.Request) []byte {
+	msg := make([]byte, 4, 64)
+	msg = binary.BigEndian.AppendUint16(msg, uint16(req.Key()))
+	msg = binary.BigEndian.AppendUint16(msg, uint16(req.GetVersion()))
+	msg = binary.BigEndian.AppendUint32(msg, uint32(corr))
+	msg = binary.BigEndian.AppendUint16(msg, 0xffff)
+	if req.IsFlexible() {
+		msg = append(msg, 0)
+	}
+	msg = req.AppendTo(msg)
+	binary.BigEndian.PutUint32(msg, uint32(len(msg)-4))
+	return msg
+}
+
+// call sends frame on c and checks that the answer carries corr.
+func call(t *testing.T, c net.Conn, corr int32, frame []byte) {
+	t.Helper()
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAnswer(c)
+	if err != nil || got != corr {
+		t.Fatalf("request %d: answer %d, %v", corr, got, err)
+	}
+}
+
+// TestUnauthenticatedFrameCap: on a server whose connections must
+// authenticate, a frame above MaxUnauthenticatedFrameBytes before the
+// handler says the connection authenticated closes it, with a log line
+// and a count; smaller frames are served, and once authenticated the
+// connection may send frames up to MaxFrameBytes. Where no
+// authentication is needed the cap does not apply.
+func TestUnauthenticatedFrameCap(t *testing.T) {
+	var states atomic.Int32
+	cfg := Config{
+		MaxUnauthenticatedFrameBytes: 4 << 10,
+		APIs:                         map[int16]int16{3: 12, 36: 1},
+		NeedsAuthentication: func(state *tls.ConnectionState) bool {
+			if state == nil {
+				states.Add(1)
+			}
+			return true
+		},
+		Handler: HandlerFunc(func(_ context.Context, c *Conn, req kmsg.Request) (kmsg.Response, error) {
+			if _, ok := req.(*kmsg.SASLAuthenticateRequest); ok {
+				c.Session.SetAuthenticated()
+			}
+			return req.ResponseKind(), nil
+		}),
+	}
+	logs := logged(&cfg)
+	s := Serve(mustListen(t), cfg)
+	defer s.Close()
+	big := metadataFrame(1, 8<<10)
+
+	early := dialAddr(t, s.Addr().String())
+	if _, err := early.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	closedByPeer(t, early, "a large frame before authentication")
+	poll(t, "the frame counted", func() bool { return s.Limits().UnauthenticatedFramesTooLarge == 1 })
+	if !logs.has("closing connection: frame exceeds the maximum frame size before authentication",
+		"frame_bytes="+strconv.Itoa(len(big)-4), "max_unauthenticated_frame_bytes=4096") {
+		t.Fatalf("no log line naming the limit:\n%s", logs)
+	}
+
+	c := dialAddr(t, s.Addr().String())
+	call(t, c, 2, metadataFrame(2, 1<<10))
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.SetVersion(1)
+	call(t, c, 3, requestFrame(3, auth))
+	call(t, c, 4, metadataFrame(4, 8<<10))
+	call(t, c, 5, metadataFrame(5, 64<<10))
+	if got := s.Limits(); got.UnauthenticatedFramesTooLarge != 1 || got.FramesTooLarge != 0 {
+		t.Fatalf("limits after authenticating: %+v", got)
+	}
+	if got := states.Load(); got != 2 {
+		t.Fatalf("NeedsAuthentication saw a nil TLS state %d times for 2 plain connections", got)
+	}
+
+	cfg.NeedsAuthentication = nil
+	open := Serve(mustListen(t), cfg)
+	defer open.Close()
+	call(t, dialAddr(t, open.Addr().String()), 6, metadataFrame(6, 64<<10))
+	if open.cfg.MaxUnauthenticatedFrameBytes != 4<<10 {
+		t.Fatal("configured cap not kept")
+	}
+	if d := metadataServer(t, Config{}); d.cfg.MaxUnauthenticatedFrameBytes != 512<<10 {
+		t.Fatalf("default MaxUnauthenticatedFrameBytes = %d", d.cfg.MaxUnauthenticatedFrameBytes)
+	}
+	if d := metadataServer(t, Config{MaxFrameBytes: 100 << 10}); d.cfg.MaxUnauthenticatedFrameBytes != 100<<10 {
+		t.Fatalf("MaxUnauthenticatedFrameBytes = %d above MaxFrameBytes", d.cfg.MaxUnauthenticatedFrameBytes)
+	}
+}
+
 // TestTLSConnExposesPeerCertificate: on a TLS listener the handler sees
 // the client's verified certificate; a plain listener gives nil.
 func TestTLSConnExposesPeerCertificate(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -41,12 +42,20 @@ type Session struct {
 	// closeAfter asks the server to close the connection once the
 	// current response is written.
 	closeAfter string
+	// authenticated is set by the handler and read by the connection's
+	// reader, which runs beside it.
+	authenticated atomic.Bool
 }
 
 // CloseAfterResponse makes the server close the connection after sending
 // the response to the current request, logging reason: Kafka's answer to
 // a failed authentication is an error response, then a closed connection.
 func (s *Session) CloseAfterResponse(reason string) { s.closeAfter = reason }
+
+// SetAuthenticated tells the server that the connection has
+// authenticated (a SASL exchange completed): frames read from then on are
+// bounded by MaxFrameBytes, no longer by MaxUnauthenticatedFrameBytes.
+func (s *Session) SetAuthenticated() { s.authenticated.Store(true) }
 
 // Handler serves decoded requests. It returns the response to send, or an
 // error to close the connection (for a request that cannot be answered).
@@ -93,6 +102,22 @@ type Config struct {
 	// be handled: the bytes held stay below twice the bound. Each
 	// connection's 64 KiB read buffer is not counted.
 	MaxQueuedBytes int64
+	// MaxUnauthenticatedFrameBytes bounds a request frame on a connection
+	// that has yet to authenticate (see NeedsAuthentication), so that a
+	// client that proved nothing cannot make the server read and hold
+	// large frames. Default 512 KiB, Kafka's
+	// sasl.server.max.receive.size; never above MaxFrameBytes.
+	MaxUnauthenticatedFrameBytes int32
+	// NeedsAuthentication tells whether a new connection, once its TLS
+	// handshake is done (state is nil on a plain connection), has yet to
+	// authenticate; it would say no for a client certificate that
+	// already identifies the client, say. Such a connection's frames are
+	// bounded by MaxUnauthenticatedFrameBytes until the handler calls
+	// Session.SetAuthenticated; with MaxInFlight above 1, so are frames
+	// read ahead of the request that authenticates it. Nil: every
+	// connection counts as authenticated from the start, as on a
+	// listener that requires no login.
+	NeedsAuthentication func(state *tls.ConnectionState) bool
 	// IdleTimeout closes a connection with no request for this long.
 	// Default 10 minutes, Kafka's connections.max.idle.ms.
 	IdleTimeout time.Duration
@@ -168,6 +193,10 @@ func Serve(ln net.Listener, cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
+	if cfg.MaxUnauthenticatedFrameBytes <= 0 {
+		cfg.MaxUnauthenticatedFrameBytes = 512 << 10
+	}
+	cfg.MaxUnauthenticatedFrameBytes = min(cfg.MaxUnauthenticatedFrameBytes, cfg.MaxFrameBytes)
 	if cfg.MaxQueuedBytes <= 0 {
 		cfg.MaxQueuedBytes = 256 << 20
 	}
@@ -276,6 +305,9 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 	}
 
+	session := &Session{}
+	session.authenticated.Store(s.cfg.NeedsAuthentication == nil || !s.cfg.NeedsAuthentication(state))
+
 	// One goroutine reads frames, this one answers them in order. slots
 	// holds one token per frame read and not yet answered.
 	frames := make(chan []byte, s.cfg.MaxInFlight)
@@ -284,7 +316,7 @@ func (s *Server) serveConn(c net.Conn) {
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		s.readLoop(c, frames, slots, done, log)
+		s.readLoop(c, session, frames, slots, done, log)
 	}()
 	defer func() {
 		close(done)
@@ -297,7 +329,6 @@ func (s *Server) serveConn(c net.Conn) {
 	}()
 
 	w := bufio.NewWriterSize(c, 64<<10)
-	session := &Session{}
 	for frame := range frames {
 		resp, err := s.handleFrame(c.RemoteAddr(), state, session, frame)
 		s.queue.release(int64(len(frame)))
@@ -344,10 +375,10 @@ func (s *Server) handshake(tc *tls.Conn) (*tls.ConnectionState, error) {
 // starts reading it, until the connection fails, a limit is hit, or done
 // closes. It closes frames when it stops, after which the frames already
 // read are still answered.
-func (s *Server) readLoop(c net.Conn, frames chan<- []byte, slots chan struct{}, done <-chan struct{}, log hclog.Logger) {
+func (s *Server) readLoop(c net.Conn, session *Session, frames chan<- []byte, slots chan struct{}, done <-chan struct{}, log hclog.Logger) {
 	defer close(frames)
 	r := bufio.NewReaderSize(c, 64<<10)
-	rd := &connReader{s: s, c: c, r: r, log: log, done: done}
+	rd := &connReader{s: s, c: c, r: r, session: session, log: log, done: done}
 	busy := func() bool { return len(slots) > 0 }
 	paused := false
 	for {
@@ -442,11 +473,12 @@ func (s *Server) awaitData(c net.Conn, r *bufio.Reader, busy func() bool) error 
 
 // connReader is the state of one connection's reader.
 type connReader struct {
-	s    *Server
-	c    net.Conn
-	r    *bufio.Reader
-	log  hclog.Logger
-	done <-chan struct{}
+	s       *Server
+	c       net.Conn
+	r       *bufio.Reader
+	session *Session
+	log     hclog.Logger
+	done    <-chan struct{}
 	// deadline bounds reading the frame in progress.
 	deadline time.Time
 	// queuePaused tells that MaxQueuedBytes held the connection back
@@ -473,6 +505,11 @@ func (rd *connReader) readFrame(busy func() bool) ([]byte, error) {
 	if n > s.cfg.MaxFrameBytes || n < 0 {
 		return nil, &limitError{msg: "frame exceeds the maximum frame size", kv: []any{"frame_bytes", uint32(n), "max_frame_bytes", s.cfg.MaxFrameBytes},
 			stat: func(c *limitCounters) { c.framesTooLarge.Add(1) }}
+	}
+	if n > s.cfg.MaxUnauthenticatedFrameBytes && !rd.session.authenticated.Load() {
+		return nil, &limitError{msg: "frame exceeds the maximum frame size before authentication",
+			kv:   []any{"frame_bytes", n, "max_unauthenticated_frame_bytes", s.cfg.MaxUnauthenticatedFrameBytes},
+			stat: func(c *limitCounters) { c.unauthenticatedFramesTooLarge.Add(1) }}
 	}
 	if n < 8 {
 		return nil, fmt.Errorf("frame of %d bytes is too short for a request header", n)
