@@ -93,7 +93,11 @@ func tooBig(req kmsg.Request) bool {
 }
 
 // singleVoterListener runs a one-voter quorum and its listener, active.
-func singleVoterListener(tb testing.TB) *Listener {
+func singleVoterListener(tb testing.TB) *Listener { return singleVoterListenerWith(tb, nil) }
+
+// singleVoterListenerWith is singleVoterListener with the listener's
+// configuration adjusted by adjust (when not nil).
+func singleVoterListenerWith(tb testing.TB, adjust func(*Config)) *Listener {
 	stream, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
 	if err != nil {
 		tb.Fatal(err)
@@ -116,7 +120,11 @@ func singleVoterListener(tb testing.TB) *Listener {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	l, err := New(Config{Listener: ln, Node: n, Logger: testLogger("fuzz-listener")})
+	cfg := Config{Listener: ln, Node: n, Logger: testLogger("fuzz-listener")}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	l, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

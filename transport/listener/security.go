@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -153,10 +154,8 @@ func (l *Listener) identify(c *kafkawire.Conn) identity {
 	a := authOf(c)
 	if !a.certRead {
 		a.certRead = true
-		if c != nil && c.TLS != nil && len(c.TLS.PeerCertificates) > 0 {
-			if cert, err := tlsconfig.PeerIdentity(c.TLS); err == nil {
-				a.cert, a.hasCert = cert, true
-			}
+		if c != nil {
+			a.cert, a.hasCert = certIdentity(c.TLS)
 		}
 	}
 	if a.hasCert {
@@ -172,6 +171,25 @@ func (l *Listener) identify(c *kafkawire.Conn) identity {
 		}
 	}
 	return id
+}
+
+// certIdentity is who a connection's verified client certificate says
+// the client is, if it says.
+func certIdentity(state *tls.ConnectionState) (tlsconfig.Identity, bool) {
+	if state == nil || len(state.PeerCertificates) == 0 {
+		return tlsconfig.NoIdentity, false
+	}
+	id, err := tlsconfig.PeerIdentity(state)
+	return id, err == nil
+}
+
+// needsLogin tells the wire server which new connections of a SASL
+// listener have yet to authenticate, and so may send only small frames
+// (kafkawire.Config.MaxUnauthenticatedFrameBytes) until they do: those
+// whose certificate does not already identify the client.
+func needsLogin(state *tls.ConnectionState) bool {
+	_, ok := certIdentity(state)
+	return !ok
 }
 
 func (l *Listener) saslEnabled() bool { return len(l.cfg.Security.SASLMechanisms) > 0 }
@@ -243,6 +261,9 @@ func (l *Listener) saslAuthenticate(c *kafkawire.Conn, req *kmsg.SASLAuthenticat
 	resp.SASLAuthBytes = out
 	if done {
 		a.user, a.session = a.session.User(), nil
+		if c != nil && c.Session != nil {
+			c.Session.SetAuthenticated()
+		}
 		l.secStats.auths.Add(1)
 		l.log.Info("client authenticated", "principal", "User:"+a.user, "mechanism", a.mechanism, "remote", remoteOf(c))
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
 
 const (
@@ -495,4 +498,76 @@ func TestTLSClientsCertificatesAndSASL(t *testing.T) {
 			t.Fatalf("spoofed forward: %v", kerr.ErrorForCode(ec))
 		}
 	})
+}
+
+// TestUnauthenticatedFrameCap: on a SASL listener, a request frame above
+// the wire server's MaxUnauthenticatedFrameBytes (512 KiB by default)
+// sent before logging in closes the connection and is counted among the
+// wire limits; small requests are served before logging in, and after a
+// SCRAM login the large one is answered.
+func TestUnauthenticatedFrameCap(t *testing.T) {
+	l := singleVoterListenerWith(t, func(cfg *Config) {
+		cfg.Security = SecurityConfig{
+			SASLMechanisms: []string{sasl.ScramSHA512},
+			SuperUsers:     []string{"User:" + adminUser},
+			BootstrapUsers: []BootstrapUser{{Name: adminUser, Password: adminPass, Mechanism: sasl.ScramSHA512}},
+		}
+	})
+	waitFor(t, 20*time.Second, "the bootstrap user", func() bool { return len(l.securityState().ScramCredentials(adminUser)) > 0 })
+	ctx := ctxT(t)
+	addr := l.Addr().String()
+
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(1)
+	for i := range 2200 {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(fmt.Sprintf("%04d-%s", i, strings.Repeat("t", 250)))
+		req.Topics = append(req.Topics, rt)
+	}
+	if n := len(req.AppendTo(nil)); n <= 512<<10 {
+		t.Fatalf("the request is %d bytes, not above the cap", n)
+	}
+
+	versions := kmsg.NewPtrApiVersionsRequest()
+	if _, err := call(ctx, addr, "anon", versions); err != nil {
+		t.Fatalf("ApiVersions before logging in: %v", err)
+	}
+	if _, err := call(ctx, addr, "anon", req); err == nil {
+		t.Fatal("a large request before logging in was answered")
+	}
+	waitFor(t, 10*time.Second, "the frame counted", func() bool { return l.WireLimits().UnauthenticatedFramesTooLarge == 1 })
+
+	resp, err := callAuth(ctx, nil, scram.Auth{User: adminUser, Pass: adminPass}.AsSha512Mechanism(), addr, "admin", req)
+	if err != nil {
+		t.Fatalf("the large request after logging in: %v", err)
+	}
+	if got := len(resp.(*kmsg.MetadataResponse).Topics); got != len(req.Topics) {
+		t.Fatalf("answered %d topics of %d", got, len(req.Topics))
+	}
+	if got := l.WireLimits(); got.UnauthenticatedFramesTooLarge != 1 || got.FramesTooLarge != 0 {
+		t.Fatalf("wire limits: %+v", got)
+	}
+}
+
+// TestCertificateNeedsNoLogin: a connection whose client certificate
+// identifies the client counts as authenticated from its first frame, as
+// identify treats it; one without a certificate must log in.
+func TestCertificateNeedsNoLogin(t *testing.T) {
+	pki := tlstest.NewPKI(t, "test CA")
+	for name, files := range map[string]tlsconfig.Files{"voter": pki.Voter(1001), "client": pki.Client("dave")} {
+		pair, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if needsLogin(&tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}}) {
+			t.Fatalf("a connection with a %s certificate must log in", name)
+		}
+	}
+	if !needsLogin(nil) || !needsLogin(&tls.ConnectionState{}) {
+		t.Fatal("a connection without a certificate needs no login")
+	}
 }

@@ -276,6 +276,9 @@ func newListener(cfg Config) (*Listener, error) {
 		wc.Handler, wc.APIs = l, APIs()
 	}
 	wc.MinVersions = MinVersions()
+	if l.saslEnabled() {
+		wc.NeedsAuthentication = needsLogin
+	}
 	l.srv = kafkawire.Serve(ln, wc)
 	if len(cfg.Security.BootstrapUsers) > 0 {
 		go l.bootstrapUsers()
