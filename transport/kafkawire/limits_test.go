@@ -497,6 +497,66 @@ func blockingMetadataServer(t *testing.T, ln net.Listener, cfg Config, release <
 	return s
 }
 
+// TestByteQueueOrderAndOverdraft walks the queue's rules: bytes that fit
+// are taken at once; with nothing read waiting to be handled, the first
+// frame that does not fit goes past the bound, alone, until complete;
+// waiters are served in order as bytes come back, and one that gives up
+// lets those behind it on.
+func TestByteQueueOrderAndOverdraft(t *testing.T) {
+	q := newByteQueue(100)
+	f1, f2, f3, f4, f5, f6 := &frameBytes{}, &frameBytes{}, &frameBytes{}, &frameBytes{}, &frameBytes{}, &frameBytes{}
+	granted := func(w *queueWaiter) bool {
+		if w == nil {
+			return true
+		}
+		select {
+		case <-w.ready:
+			return true
+		default:
+			return false
+		}
+	}
+	if !granted(q.take(f1, 60)) || !granted(q.take(f2, 30)) {
+		t.Fatal("bytes that fit were not taken")
+	}
+	if !granted(q.take(f3, 20)) || q.over != f3 {
+		t.Fatal("with nothing to be handled, the first frame past the bound was held back")
+	}
+	w4 := q.take(f4, 5)
+	w5 := q.take(f5, 1)
+	if granted(w4) || granted(w5) {
+		t.Fatal("a second frame went past the bound")
+	}
+	if !granted(q.take(f3, 10)) {
+		t.Fatal("the frame past the bound was held back")
+	}
+	q.complete(f3)
+	if q.over != nil || granted(w4) {
+		t.Fatal("a frame went past the bound while another waited to be handled")
+	}
+	q.abandon(f2)
+	if !granted(w4) || !granted(w5) || q.reading != 66 || q.queued != 30 {
+		t.Fatalf("waiters not served as bytes came back: reading %d, queued %d", q.reading, q.queued)
+	}
+	w6 := q.take(f6, 40)
+	w1 := q.take(f1, 1)
+	if granted(w6) || granted(w1) {
+		t.Fatal("bytes past the bound were taken while a frame waited to be handled")
+	}
+	q.cancel(w6)
+	if !granted(w1) {
+		t.Fatal("a waiter behind one that gave up was not served")
+	}
+	q.release(30)
+	q.abandon(f1)
+	q.abandon(f4)
+	q.abandon(f5)
+	q.abandon(f6)
+	if q.reading != 0 || q.queued != 0 || len(q.waiters) != 0 || q.over != nil {
+		t.Fatalf("queue not empty: %+v", q)
+	}
+}
+
 // TestQueuedBytesCap: with the handler stuck, frames of several
 // connections that together exceed MaxQueuedBytes are not all read: the
 // server holds back the later ones (logged once per connection, counted)

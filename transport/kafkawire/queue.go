@@ -16,7 +16,7 @@ import "sync"
 // holding bytes none can give back until it is complete. So when no frame
 // read is waiting to be handled (nothing will give bytes back but a frame
 // completing) the first waiter may go past the bound, and it alone, until
-// its frame is complete. The bytes held stay below the bound plus one
+// its frame is complete. The bytes held stay within the bound plus one
 // frame.
 type byteQueue struct {
 	max int64
@@ -49,17 +49,14 @@ func newByteQueue(max int64) *byteQueue { return &byteQueue{max: max} }
 func (q *byteQueue) take(f *frameBytes, n int64) *queueWaiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.over == f {
+	// The frame past the bound goes on; others wait behind any waiter.
+	if q.over == f || len(q.waiters) == 0 && q.admitLocked(f, n) {
 		q.reading += n
 		f.n += n
 		return nil
 	}
 	w := &queueWaiter{f: f, n: n, ready: make(chan struct{})}
 	q.waiters = append(q.waiters, w)
-	q.grantLocked()
-	if w.granted {
-		return nil
-	}
 	return w
 }
 
@@ -116,16 +113,25 @@ func (q *byteQueue) release(n int64) {
 	q.grantLocked()
 }
 
-// grantLocked serves the waiters in order while the first one fits, or
-// may go past the bound (see byteQueue).
+// admitLocked tells whether f may have n more bytes now, if nobody waits
+// ahead of it: they fit, or it may go past the bound (see byteQueue).
+func (q *byteQueue) admitLocked(f *frameBytes, n int64) bool {
+	switch {
+	case q.reading+q.queued+n <= q.max:
+		return true
+	case q.over == nil && q.queued == 0:
+		q.over = f
+		return true
+	}
+	return false
+}
+
+// grantLocked serves the waiters in order while the first one may go on.
+// Every change that gives bytes back, or removes a waiter, calls it.
 func (q *byteQueue) grantLocked() {
 	for len(q.waiters) > 0 {
 		w := q.waiters[0]
-		switch {
-		case q.reading+q.queued+w.n <= q.max:
-		case q.over == nil && q.queued == 0:
-			q.over = w.f
-		default:
+		if !q.admitLocked(w.f, w.n) {
 			return
 		}
 		q.waiters[0] = nil

@@ -99,7 +99,7 @@ type Config struct {
 	// after IdleTimeout of waiting the connection is closed. So that
 	// frames partly read cannot wait on each other for ever, one frame
 	// at a time may go past the bound while no frame read is waiting to
-	// be handled: the bytes held stay below twice the bound. Each
+	// be handled: the bytes held stay within twice the bound. Each
 	// connection's 64 KiB read buffer is not counted.
 	MaxQueuedBytes int64
 	// MaxUnauthenticatedFrameBytes bounds a request frame on a connection
