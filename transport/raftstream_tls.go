@@ -193,8 +193,8 @@ func (l *handshakeListener) handshake(c net.Conn) {
 			if errors.Is(err, context.DeadlineExceeded) {
 				reason = fmt.Sprintf("handshake not complete within the %v handshake timeout", l.opts.Timeout)
 			}
-			l.opts.Logger.Warn("refused connection: TLS handshake failed", "listener", l.opts.What,
-				"remote", c.RemoteAddr().String(), "reason", reason)
+			l.opts.Logger.Warn("refused connection: TLS handshake failed", append([]any{"listener", l.opts.What,
+				"remote", c.RemoteAddr().String(), "reason", reason}, tlsconfig.UnverifiedPeer(err)...)...)
 		}
 		_ = tc.Close()
 		return

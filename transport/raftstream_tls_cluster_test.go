@@ -1,14 +1,20 @@
 package transport_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,6 +65,54 @@ type tlsCluster struct {
 	voters []*voter.Voter
 	fsms   []*countFSM
 	ids    []int32
+	// logs are what each voter's TLS stream layer logged.
+	logs []*jsonLog
+}
+
+// jsonLog is an hclog sink in JSON format that a test can search.
+type jsonLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *jsonLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *jsonLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *jsonLog) logger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Level: hclog.Info, JSONFormat: true, Output: l})
+}
+
+// refusals returns the handshakes the stream layer refused that match.
+func (l *jsonLog) refusals(t testing.TB, match func(rec map[string]any) bool) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		if rec["@message"] == "refused connection: TLS handshake failed" && match(rec) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// field reads a string field of a log record.
+func field(rec map[string]any, k string) string {
+	s, _ := rec[k].(string)
+	return s
 }
 
 // newTLSCluster starts three voters (1001–1003) whose raft traffic runs
@@ -75,8 +129,9 @@ func newTLSCluster(t *testing.T) *tlsCluster {
 			t.Fatal(err)
 		}
 		c.certs = append(c.certs, certs)
+		c.logs = append(c.logs, &jsonLog{})
 		streams[i], err = transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs, Peers: peers,
-			Logger: hclog.NewNullLogger()})
+			Logger: c.logs[i].logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,12 +201,97 @@ func (c *tlsCluster) converged(want uint64) {
 	})
 }
 
+// hostileRPC is one raft RPC that would disturb the cluster if a voter
+// served it.
+type hostileRPC struct {
+	name string
+	// send returns what the voter answered, when it did.
+	send func(tr *raft.NetworkTransport, id raft.ServerID, addr raft.ServerAddress) (string, error)
+}
+
+// hostileRPCs claims voter 1002 at self, with a term far ahead of term
+// and a log far longer than the cluster's: a RequestVote and a
+// RequestPreVote that would win a vote, an AppendEntries that would
+// depose the leader, an InstallSnapshot that would replace every voter's
+// state and configuration, and a TimeoutNow that would start an election
+// at once.
+func hostileRPCs(term uint64, self raft.ServerAddress) []hostileRPC {
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("1002"), Addr: []byte(self)}
+	return []hostileRPC{
+		{"RequestVote", func(tr *raft.NetworkTransport, id raft.ServerID, addr raft.ServerAddress) (string, error) {
+			var resp raft.RequestVoteResponse
+			err := tr.RequestVote(id, addr, &raft.RequestVoteRequest{RPCHeader: hdr, Term: term + 100,
+				LastLogIndex: 1 << 40, LastLogTerm: term + 99}, &resp)
+			return fmt.Sprintf("granted=%v term=%d", resp.Granted, resp.Term), err
+		}},
+		{"RequestPreVote", func(tr *raft.NetworkTransport, id raft.ServerID, addr raft.ServerAddress) (string, error) {
+			var resp raft.RequestPreVoteResponse
+			err := tr.RequestPreVote(id, addr, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: term + 100,
+				LastLogIndex: 1 << 40, LastLogTerm: term + 99}, &resp)
+			return fmt.Sprintf("granted=%v term=%d", resp.Granted, resp.Term), err
+		}},
+		{"AppendEntries", func(tr *raft.NetworkTransport, id raft.ServerID, addr raft.ServerAddress) (string, error) {
+			var resp raft.AppendEntriesResponse
+			err := tr.AppendEntries(id, addr, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term + 100,
+				PrevLogEntry: 1 << 40, PrevLogTerm: term + 99, LeaderCommitIndex: 1 << 40}, &resp)
+			return fmt.Sprintf("success=%v term=%d", resp.Success, resp.Term), err
+		}},
+		{"InstallSnapshot", func(tr *raft.NetworkTransport, id raft.ServerID, addr raft.ServerAddress) (string, error) {
+			conf := raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "1002", Address: self}}})
+			data := binary.BigEndian.AppendUint64(nil, 1<<40)
+			var resp raft.InstallSnapshotResponse
+			err := tr.InstallSnapshot(id, addr, &raft.InstallSnapshotRequest{RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax,
+				Term: term + 100, Leader: []byte(self), LastLogIndex: 1 << 40, LastLogTerm: term + 99,
+				Configuration: conf, ConfigurationIndex: 1 << 40, Size: int64(len(data))}, &resp, bytes.NewReader(data))
+			return fmt.Sprintf("success=%v term=%d", resp.Success, resp.Term), err
+		}},
+		{"TimeoutNow", func(tr *raft.NetworkTransport, id raft.ServerID, addr raft.ServerAddress) (string, error) {
+			var resp raft.TimeoutNowResponse
+			err := tr.TimeoutNow(id, addr, &raft.TimeoutNowRequest{RPCHeader: hdr}, &resp)
+			return fmt.Sprintf("from %q", resp.ID), err
+		}},
+	}
+}
+
+// rawTransport is a raft transport over a TLS stream layer that presents
+// files and trusts any server certificate of its CA bundle.
+func rawTransport(t *testing.T, files tlsconfig.Files) (*raft.NetworkTransport, raft.ServerAddress) {
+	t.Helper()
+	certs, err := tlsconfig.NewReloader(files, tlsconfig.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs,
+		Peers: func(tlsconfig.Identity) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trans := transport.NewRaftTransport(st, nil)
+	t.Cleanup(func() { _ = trans.Close() })
+	return trans, raft.ServerAddress(st.Addr().String())
+}
+
+// withBothCAs returns files whose CA bundle holds other's CA as well as
+// the cluster's: a stranger of another CA that can verify the voters, so
+// that only the voters' verdict on its certificate decides.
+func withBothCAs(t *testing.T, files tlsconfig.Files, other, cluster *tlstest.PKI) tlsconfig.Files {
+	t.Helper()
+	files.CA = filepath.Join(t.TempDir(), "both.crt")
+	if err := tlsconfig.WriteFileAtomic(files.CA, append(append([]byte{}, other.CA.CertPEM...), cluster.CA.CertPEM...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 // TestTLSRaftClusterRefusesStrangers: three voters commit over mutual TLS.
 // Processes holding a certificate of another CA, one naming a voter id
-// that is not configured, or a broker's certificate, try to disrupt the
-// quorum with a RequestVote of a much higher term and an AppendEntries:
-// every RPC fails, no voter's term moves, and the cluster keeps
-// committing.
+// that is not configured, or a broker's certificate, send every raft RPC
+// that could disturb the quorum (see hostileRPCs) to every voter: each
+// RPC fails, each voter logs one refused handshake per RPC naming the
+// stranger, no voter's term, leader or state moves, and the cluster keeps
+// committing. A process with a configured voter's certificate gets an
+// answer through the same kind of transport, so the refusals are the
+// voters' verdict on the certificates and nothing else.
 func TestTLSRaftClusterRefusesStrangers(t *testing.T) {
 	c := newTLSCluster(t)
 	c.apply(20)
@@ -159,54 +299,62 @@ func TestTLSRaftClusterRefusesStrangers(t *testing.T) {
 	leader := c.leader()
 	term := leader.Raft().CurrentTerm()
 
+	// A vote request for an old term is answered (and not granted) when
+	// it comes with a configured voter's certificate.
+	probe, probeAddr := rawTransport(t, c.pki.Issue("probe-1003", tlsconfig.VoterURI(1003)))
+	for _, v := range c.voters {
+		var resp raft.RequestVoteResponse
+		err := probe.RequestVote(raft.ServerID(v.ID()), raft.ServerAddress(v.Addr()), &raft.RequestVoteRequest{
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("1003"), Addr: []byte(probeAddr)},
+			Term:      0}, &resp)
+		if err != nil || resp.Granted {
+			t.Fatalf("configured voter's certificate: RequestVote to voter %s: granted=%v error %v", v.ID(), resp.Granted, err)
+		}
+	}
+
 	other := tlstest.NewPKI(t, "another CA")
-	// The stranger of another CA trusts the cluster's CA as well as its
-	// own, so that only the voters' verdict decides.
-	foreign := other.Voter(1002)
-	foreign.CA = filepath.Join(t.TempDir(), "both.crt")
-	if err := tlsconfig.WriteFileAtomic(foreign.CA, append(append([]byte{}, other.CA.CertPEM...), c.pki.CA.CertPEM...), 0o644); err != nil {
-		t.Fatal(err)
+	strangers := []struct {
+		name  string
+		files tlsconfig.Files
+		// is tells the voters' log lines about this stranger's refused
+		// handshakes from the others'.
+		is func(rec map[string]any) bool
+	}{
+		{"another CA, configured voter id", withBothCAs(t, other.Voter(1002), other, c.pki), func(rec map[string]any) bool {
+			return strings.Contains(field(rec, "reason"), "certificate signed by unknown authority") &&
+				field(rec, "unverified_uris") == "ctrlquorum://voter/1002" && field(rec, "unverified_issuer") == "CN=another CA,O=ctrlquorum"
+		}},
+		{"same CA, unconfigured voter id", c.pki.Voter(1009), func(rec map[string]any) bool {
+			return strings.Contains(field(rec, "reason"), "certificate names voter 1009, which is not a configured voter")
+		}},
+		{"same CA, broker certificate", c.pki.Broker(2), func(rec map[string]any) bool {
+			return strings.Contains(field(rec, "reason"), `certificate "broker-2" broker 2 names no voter id`)
+		}},
 	}
-	strangers := map[string]tlsconfig.Files{
-		"another CA, configured voter id": foreign,
-		"same CA, unconfigured voter id":  c.pki.Voter(1009),
-		"same CA, broker certificate":     c.pki.Broker(2),
-	}
-	for name, files := range strangers {
-		certs, err := tlsconfig.NewReloader(files, tlsconfig.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The stranger trusts anyone: only the voters' verdict counts.
-		st, err := transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs,
-			Peers: func(tlsconfig.Identity) error { return nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		trans := transport.NewRaftTransport(st, nil)
+	for _, s := range strangers {
+		trans, self := rawTransport(t, s.files)
+		rpcs := hostileRPCs(term, self)
 		for _, v := range c.voters {
-			var vresp raft.RequestVoteResponse
-			err := trans.RequestVote(raft.ServerID(v.ID()), raft.ServerAddress(v.Addr()), &raft.RequestVoteRequest{
-				RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("1002"), Addr: []byte(st.Addr().String())},
-				Term:      term + 100, LastLogIndex: 1 << 40, LastLogTerm: term + 99,
-			}, &vresp)
-			if err == nil {
-				t.Errorf("%s: RequestVote to voter %s got an answer (granted=%v term=%d)", name, v.ID(), vresp.Granted, vresp.Term)
-			}
-			var aresp raft.AppendEntriesResponse
-			err = trans.AppendEntries(raft.ServerID(v.ID()), raft.ServerAddress(v.Addr()), &raft.AppendEntriesRequest{
-				RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("1002"), Addr: []byte(st.Addr().String())},
-				Term:      term + 100, PrevLogEntry: 1 << 40, PrevLogTerm: term + 99,
-			}, &aresp)
-			if err == nil {
-				t.Errorf("%s: AppendEntries to voter %s got an answer (term=%d)", name, v.ID(), aresp.Term)
+			for _, rpc := range rpcs {
+				if answer, err := rpc.send(trans, raft.ServerID(v.ID()), raft.ServerAddress(v.Addr())); err == nil {
+					t.Errorf("%s: %s to voter %s got an answer (%s)", s.name, rpc.name, v.ID(), answer)
+				}
 			}
 		}
-		_ = trans.Close()
+		// A voter logs a refusal once its side of the handshake has
+		// failed, which the stranger may learn of first.
+		for i, v := range c.voters {
+			votertest.WaitFor(t, 10*time.Second, fmt.Sprintf("voter %s to log %d refusals of %s", v.ID(), len(rpcs), s.name), func() bool {
+				return len(c.logs[i].refusals(t, s.is)) == len(rpcs)
+			})
+		}
 	}
 	for _, v := range c.voters {
 		if got := v.Raft().CurrentTerm(); got != term {
 			t.Errorf("voter %s moved from term %d to %d", v.ID(), term, got)
+		}
+		if _, id := v.LeaderID(); id != leader.ID() {
+			t.Errorf("voter %s follows %q, not %s", v.ID(), id, leader.ID())
 		}
 	}
 	if !leader.IsLeader() {
@@ -214,6 +362,144 @@ func TestTLSRaftClusterRefusesStrangers(t *testing.T) {
 	}
 	c.apply(20)
 	c.converged(40)
+	for i, f := range c.fsms {
+		if n := f.n.Load(); n >= 1<<40 {
+			t.Errorf("voter %s restored the stranger's snapshot (count %d)", c.voters[i].ID(), n)
+		}
+	}
+}
+
+// TestTLSRaftIntruderVoterNeverJoins: one follower of a three-voter
+// cluster stops, and a real voter (raft and bolt on a temporary
+// directory) takes its place: bootstrapped with the cluster's own
+// configuration, listening on the stopped voter's raft address, holding a
+// certificate of another CA that names the stopped voter's id. Were its
+// certificate accepted, the leader would replicate the whole log to it
+// (its bootstrap entry is the cluster's first entry) and it could vote.
+// Instead the leader refuses the intruder's certificate on every attempt
+// to reach the missing voter, the other follower refuses every one of
+// its campaigns, and both refusals are logged; the cluster's term, leader
+// and configuration stay as they were, the remaining two voters keep
+// committing, and the intruder's log never gets past its bootstrap entry.
+func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
+	c := newTLSCluster(t)
+	c.apply(10)
+	c.converged(10)
+	leader := c.leader()
+	term := leader.Raft().CurrentTerm()
+	confBefore := leader.Raft().GetConfiguration()
+	if err := confBefore.Error(); err != nil {
+		t.Fatal(err)
+	}
+	victim, other := -1, -1
+	for i, v := range c.voters {
+		switch {
+		case v == leader:
+		case victim < 0:
+			victim = i
+		default:
+			other = i
+		}
+	}
+	victimID, victimAddr := c.voters[victim].ID(), c.voters[victim].Addr()
+	if err := c.voters[victim].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+
+	pki := tlstest.NewPKI(t, "intruder CA")
+	id, _ := strconv.Atoi(victimID)
+	files := withBothCAs(t, pki.Voter(int32(id)), pki, c.pki)
+	certs, err := tlsconfig.NewReloader(files, tlsconfig.Options{Expect: tlsconfig.Voters(int32(id))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	intruderLog := &jsonLog{}
+	// The stopped voter's port is free once its listener has closed.
+	var stream *transport.StreamLayer
+	votertest.WaitFor(t, 10*time.Second, "the stopped voter's raft address to be free", func() bool {
+		stream, err = transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: victimAddr, Certs: certs,
+			Peers: tlsconfig.Voters(c.ids...), Logger: intruderLog.logger()})
+		return err == nil
+	})
+	fsm := &countFSM{}
+	cfg := voter.Config{NodeID: victimID, Stream: stream, DataDir: t.TempDir(), Peers: confBefore.Configuration().Servers, FSM: fsm,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "intruder", Level: hclog.Off})}
+	// Short timeouts: the intruder campaigns as often as it can.
+	voter.FastTimeouts(&cfg)
+	intruder, err := voter.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = intruder.Shutdown() })
+
+	// Commits go on while the leader tries to reach the missing voter and
+	// the intruder campaigns; wait until both have been refused several
+	// times.
+	isIntruder := func(rec map[string]any) bool {
+		return field(rec, "unverified_uris") == "ctrlquorum://voter/"+victimID && field(rec, "unverified_issuer") == "CN=intruder CA,O=ctrlquorum" &&
+			strings.Contains(field(rec, "reason"), "certificate signed by unknown authority")
+	}
+	// A voter that dials the missing voter and finds the intruder's
+	// certificate aborts the handshake with this alert.
+	refusedByCluster := func(rec map[string]any) bool {
+		return field(rec, "reason") == "remote error: tls: bad certificate"
+	}
+	running := []int{slices.Index(c.voters, leader), other}
+	applied := uint64(10)
+	votertest.WaitFor(t, 30*time.Second, "three refusals each way", func() bool {
+		c.apply(1)
+		applied++
+		if intruder.Raft().LastIndex() > 1 {
+			return true // it got in: reported below
+		}
+		return len(c.logs[other].refusals(t, isIntruder)) >= 3 && len(intruderLog.refusals(t, refusedByCluster)) >= 3
+	})
+	c.apply(10)
+	applied += 10
+	votertest.WaitFor(t, 20*time.Second, "the leader and the remaining follower to apply every entry", func() bool {
+		for _, i := range running {
+			if c.fsms[i].n.Load() < applied {
+				return false
+			}
+		}
+		return true
+	})
+
+	if n := len(c.logs[other].refusals(t, isIntruder)); n < 3 {
+		t.Errorf("voter %s logged %d refusals of the intruder's certificate", c.voters[other].ID(), n)
+	}
+	if n := len(intruderLog.refusals(t, refusedByCluster)); n < 3 {
+		t.Errorf("the intruder saw %d of its handshakes refused by a voter that dialled it", n)
+	}
+	for _, i := range running {
+		v := c.voters[i]
+		if got := v.Raft().CurrentTerm(); got != term {
+			t.Errorf("voter %s moved from term %d to %d", v.ID(), term, got)
+		}
+		if _, id := v.LeaderID(); id != leader.ID() {
+			t.Errorf("voter %s follows %q, not %s", v.ID(), id, leader.ID())
+		}
+	}
+	confAfter := leader.Raft().GetConfiguration()
+	if err := confAfter.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(confBefore.Configuration(), confAfter.Configuration()) {
+		t.Errorf("the cluster's configuration changed: %+v, was %+v", confAfter.Configuration(), confBefore.Configuration())
+	}
+	// The intruder holds its bootstrap entry and nothing else.
+	if got := intruder.Raft().LastIndex(); got != 1 {
+		t.Errorf("the intruder's log reaches index %d; the cluster's is at %d", got, leader.Raft().LastIndex())
+	}
+	if n := fsm.n.Load(); n != 0 {
+		t.Errorf("the intruder applied %d of the cluster's entries", n)
+	}
+	if intruder.IsLeader() {
+		t.Error("the intruder leads")
+	}
+	if addr, id := intruder.LeaderID(); addr != "" || id != "" {
+		t.Errorf("the intruder knows a leader: %s at %s", id, addr)
+	}
 }
 
 // TestTLSRaftClusterRotation: every voter's certificate is replaced and

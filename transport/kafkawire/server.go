@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
 
 // Conn describes the connection a request came on.
@@ -295,7 +297,7 @@ func (s *Server) serveConn(c net.Conn) {
 			if errors.As(err, &le) {
 				log.Warn("closing connection: "+le.msg, le.kv...)
 			} else if s.ctx.Err() == nil {
-				log.Warn("closing connection: TLS handshake failed", "reason", err)
+				log.Warn("closing connection: TLS handshake failed", append([]any{"reason", err}, tlsconfig.UnverifiedPeer(err)...)...)
 			}
 			return
 		}

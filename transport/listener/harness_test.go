@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -55,6 +56,9 @@ type testCluster struct {
 	// login for the brokers, say).
 	security   SecurityConfig
 	clientOpts []kgo.Opt
+	// logs, when set, also receives the voters' and listeners' log lines
+	// at Info and above, in JSON.
+	logs io.Writer
 }
 
 type clusterOpts struct {
@@ -65,9 +69,10 @@ type clusterOpts struct {
 	// tls runs raft, the listeners and every client over mutual TLS with
 	// certificates of a throwaway CA (see tls_test.go).
 	tls bool
-	// security and clientOpts: see testCluster.
+	// security, clientOpts and logs: see testCluster.
 	security   SecurityConfig
 	clientOpts []kgo.Opt
+	logs       io.Writer
 }
 
 func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
@@ -76,7 +81,7 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 		opts.session = 6 * time.Second
 	}
 	c := &testCluster{t: t, session: opts.session, steady: opts.steady, brokers: map[int32]*testBroker{},
-		security: opts.security, clientOpts: opts.clientOpts}
+		security: opts.security, clientOpts: opts.clientOpts, logs: opts.logs}
 	if opts.tls {
 		c.tls = newClusterTLS(t, []int32{1001, 1002, 1003})
 	}
@@ -115,6 +120,16 @@ func testLogger(name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level})
 }
 
+// logger is testLogger(name), whose lines also go to c.logs when set.
+func (c *testCluster) logger(name string) hclog.Logger {
+	if c.logs == nil {
+		return testLogger(name)
+	}
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: name, Level: testLogger(name).GetLevel()})
+	l.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{Name: name, Level: hclog.Info, JSONFormat: true, Output: c.logs}))
+	return l
+}
+
 // start starts voter i with its listener; nil stream and ln reopen the
 // voter's former ports.
 func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listener) {
@@ -134,7 +149,7 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 		Peers:          c.raftPeers,
 		Sender:         sender,
 		SessionTimeout: c.session,
-		Logger:         testLogger(fmt.Sprintf("voter-%d", c.ids[i])),
+		Logger:         c.logger(fmt.Sprintf("voter-%d", c.ids[i])),
 		Voter: func(vc *voter.Config) {
 			vc.Stream = stream
 			if c.steady {
@@ -148,7 +163,7 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 		c.t.Fatal(err)
 	}
 	sender.ctl.Store(n.Controller)
-	l, err := New(Config{Listener: ln, Node: n, Peers: c.peers, ClusterID: testClusterID, Logger: testLogger(fmt.Sprintf("listener-%d", c.ids[i])),
+	l, err := New(Config{Listener: ln, Node: n, Peers: c.peers, ClusterID: testClusterID, Logger: c.logger(fmt.Sprintf("listener-%d", c.ids[i])),
 		Dial: c.peerDial(i), Security: c.security})
 	if err != nil {
 		c.t.Fatal(err)

@@ -1,12 +1,19 @@
 package listener
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +27,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
+	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
@@ -39,9 +47,10 @@ func scram256(user, pass string) kgo.Opt {
 
 // newSASLCluster runs three voters whose listeners require SCRAM, with
 // User:admin a super user created at bootstrap, and three brokers that
-// log in as admin.
-func newSASLCluster(t *testing.T) *testCluster {
+// log in as admin. The voters' and listeners' log lines also go to logs.
+func newSASLCluster(t *testing.T, logs io.Writer) *testCluster {
 	c := newTestCluster(t, clusterOpts{
+		logs: logs,
 		security: SecurityConfig{
 			SASLMechanisms: []string{sasl.ScramSHA256, sasl.ScramSHA512, sasl.Plain},
 			SuperUsers:     []string{"User:" + adminUser},
@@ -77,8 +86,113 @@ func (c *testCluster) bareClient(t *testing.T, opts ...kgo.Opt) (*kgo.Client, *k
 	return cl, kadm.NewClient(cl)
 }
 
+// jsonLog is an hclog sink in JSON format that a test can search.
+type jsonLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *jsonLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// find returns the records with message msg whose fields hold the values
+// given.
+func (l *jsonLog) find(t testing.TB, msg string, fields map[string]string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	text := l.buf.String()
+	l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+next:
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		if rec["@message"] != msg {
+			continue
+		}
+		for k, want := range fields {
+			if got, _ := rec[k].(string); got != want {
+				continue next
+			}
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// wantDenialLogged fails the test unless exactly one "request denied"
+// line names the principal, the operation and the resource, with the
+// reason and the client's address.
+func wantDenialLogged(t *testing.T, logs *jsonLog, principal, operation, resource string) {
+	t.Helper()
+	lines := logs.find(t, "request denied", map[string]string{"principal": principal, "operation": operation, "resource": resource})
+	if len(lines) != 1 {
+		t.Fatalf("%d lines log the denial of %s %s to %s, want 1: %v", len(lines), operation, resource, principal, lines)
+	}
+	if reason, _ := lines[0]["reason"].(string); reason != "no rule allows it" {
+		t.Errorf("denial logged with reason %q", reason)
+	}
+	if remote, _ := lines[0]["remote"].(string); !strings.HasPrefix(remote, "127.0.0.1:") {
+		t.Errorf("denial logged with remote %q", remote)
+	}
+}
+
+// unanswered sends req on a connection of its own without logging in, and
+// returns the error of reading the answer: io.EOF when the server closed
+// the connection without sending a byte.
+func unanswered(t *testing.T, addr string, req kmsg.Request) error {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	req.SetVersion(APIs()[req.Key()])
+	if _, err := conn.Write(wireclient.AppendRequest(nil, 1, "anonymous", req)); err != nil {
+		t.Fatal(err)
+	}
+	var size [4]byte
+	_, err = io.ReadFull(conn, size[:])
+	return err
+}
+
+// adminState is what the requests of the tests below could change in an
+// image: topics, rules, SCRAM users and registered brokers.
+type adminState struct {
+	Topics  []string
+	Rules   []rl.AclRule
+	Users   []string
+	Brokers []int32
+}
+
+func (c *testCluster) adminState(i int) adminState {
+	var st adminState
+	c.view(i, func(im *fsm.Image) {
+		for _, tp := range im.Topics() {
+			st.Topics = append(st.Topics, tp.Name)
+		}
+		slices.Sort(st.Topics)
+		st.Rules = slices.Clone(im.Security().Rules())
+		st.Users = slices.Sorted(slices.Values(im.Security().Users()))
+		for _, b := range im.Brokers() {
+			st.Brokers = append(st.Brokers, b.ID)
+		}
+		slices.Sort(st.Brokers)
+	})
+	return st
+}
+
 func TestSASLAuthenticationAndAuthorization(t *testing.T) {
-	c := newSASLCluster(t)
+	logs := &jsonLog{}
+	c := newSASLCluster(t, logs)
 	ctx := ctxT(t)
 	// kgo answers Metadata from its cache unless asked for authorized
 	// operations, and a cached refusal would hide a later grant.
@@ -99,12 +213,64 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 	}
 
 	t.Run("no credentials", func(t *testing.T) {
-		// The connection is closed on the first request that is not part
-		// of authentication.
-		req := kmsg.NewPtrMetadataRequest()
-		if _, err := call(ctx, c.addrs()[0], "anon", req); err == nil {
-			t.Fatal("an unauthenticated Metadata request was answered")
+		// As a Kafka broker does, the listener closes the connection on
+		// the first request that is neither ApiVersions nor part of
+		// authentication, without answering it. Each such request counts
+		// once, on the listener it reached, as unauthenticated and as
+		// nothing else, and nothing it asked for happens.
+		active := c.active(10 * time.Second)
+		before := c.adminState(active)
+		topic := kmsg.NewCreateTopicsRequestTopic()
+		topic.Topic, topic.NumPartitions, topic.ReplicationFactor = "anonymous-topic", 1, 1
+		create := kmsg.NewPtrCreateTopicsRequest()
+		create.Topics = append(create.Topics, topic)
+		rule := kmsg.NewCreateACLsRequestCreation()
+		rule.ResourceType, rule.ResourceName, rule.ResourcePatternType = kmsg.ACLResourceTypeCluster, rl.ClusterResourceName, kmsg.ACLResourcePatternTypeLiteral
+		rule.Principal, rule.Host, rule.Operation, rule.PermissionType = "User:ANONYMOUS", "*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow
+		grant := kmsg.NewPtrCreateACLsRequest()
+		grant.Creations = append(grant.Creations, rule)
+		reg := kmsg.NewPtrBrokerRegistrationRequest()
+		reg.BrokerID, reg.ClusterID, reg.IncarnationID = 42, testClusterID, [16]byte{42}
+		ln := kmsg.NewBrokerRegistrationRequestListener()
+		ln.Name, ln.Host, ln.Port = "PLAINTEXT", "127.0.0.1", 9
+		reg.Listeners = append(reg.Listeners, ln)
+		for _, l := range []*Listener{c.listener(c.standbyIndex(active)), c.listener(active)} {
+			for _, req := range []kmsg.Request{kmsg.NewPtrMetadataRequest(), create, grant, reg} {
+				mine, all := l.SecurityCounts(), c.securityCounts()
+				if err := unanswered(t, l.Addr().String(), req); !errors.Is(err, io.EOF) {
+					t.Fatalf("unauthenticated %s to %s: read %v, want the connection closed without an answer (EOF)",
+						kmsg.NameForKey(req.Key()), l.Addr(), err)
+				}
+				// The count is taken before the connection is closed.
+				// (Logins are not compared: the brokers and the voters
+				// log in on their own connections meanwhile.)
+				mine.Unauthenticated++
+				all.Unauthenticated++
+				same := func(a, b SecurityCounts) bool {
+					return a.Unauthenticated == b.Unauthenticated && a.Denials == b.Denials && a.AuthenticationFailures == b.AuthenticationFailures
+				}
+				if got := l.SecurityCounts(); !same(got, mine) {
+					t.Fatalf("after an unauthenticated %s, the listener counts %+v, want %+v", kmsg.NameForKey(req.Key()), got, mine)
+				}
+				if got := c.securityCounts(); !same(got, all) {
+					t.Fatalf("after an unauthenticated %s, the listeners count %+v, want %+v", kmsg.NameForKey(req.Key()), got, all)
+				}
+			}
 		}
+		// Anything these requests had set in motion would be committed
+		// before a topic the admin creates now.
+		if res, err := admin.CreateTopics(ctx, 1, 1, nil, "after-anonymous"); err != nil || res.Error() != nil {
+			t.Fatalf("admin creates a topic: %v %v", err, res.Error())
+		}
+		c.converged(30 * time.Second)
+		want := before
+		want.Topics = slices.Sorted(slices.Values(append(slices.Clone(before.Topics), "after-anonymous")))
+		for i := range c.ids {
+			if got := c.adminState(i); !reflect.DeepEqual(got, want) {
+				t.Fatalf("voter %d's image after the unauthenticated requests: %+v, want %+v", c.ids[i], got, want)
+			}
+		}
+
 		_, adm := c.bareClient(t)
 		if _, err := adm.ListTopics(ctx); err == nil {
 			t.Fatal("a client without credentials listed topics")
@@ -154,6 +320,18 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 		res2, err := alice.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts().Topics("x").Operations(kadm.OpAll))
 		if err != nil || len(res2) != 1 || !errors.Is(res2[0].Err, kerr.ClusterAuthorizationFailed) {
 			t.Fatalf("alice grants herself a rule: %v %+v", err, res2)
+		}
+	})
+
+	t.Run("denials logged", func(t *testing.T) {
+		// Each refusal above is logged before it is answered, by the
+		// listener that decided it: who asked, for what, on what.
+		wantDenialLogged(t, logs, "User:alice", "Create", "Topic:alice-orders")
+		wantDenialLogged(t, logs, "User:alice", "Describe", "Topic:secret")
+		// ElectLeaders, then CreateACLs.
+		lines := logs.find(t, "request denied", map[string]string{"principal": "User:alice", "operation": "Alter", "resource": "Cluster:kafka-cluster"})
+		if len(lines) != 2 {
+			t.Fatalf("%d lines log alice's denied cluster alterations, want 2: %v", len(lines), lines)
 		}
 	})
 
@@ -332,6 +510,131 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 		_, bob := c.bareClient(t, scram512("bob", "bob-pw"))
 		if _, err := bob.ListTopics(fresh); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 			t.Fatalf("deleted user logs in: %v", err)
+		}
+	})
+
+	t.Run("cluster actions by rule", func(t *testing.T) {
+		// A principal with no rule on the cluster may neither manage
+		// reassignments and elections nor act as a broker; each rule
+		// opens what it covers in Kafka: Describe lists reassignments,
+		// Alter reassigns and elects, ClusterAction registers a broker.
+		altered, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "ops", Mechanism: kadm.ScramSha512, Password: "ops-pw"}})
+		if err != nil || altered.Error() != nil {
+			t.Fatalf("create ops: %v %v", err, altered.Error())
+		}
+		c.converged(30 * time.Second)
+		ops, _ := c.bareClient(t, scram512("ops", "ops-pw"))
+		secret, ok := c.partition(c.active(10*time.Second), "secret", 0)
+		if !ok {
+			t.Fatal("secret-0 not in the image")
+		}
+		cr := rl.ClusterResourceName
+		calls := []struct {
+			api string
+			op  string
+			// send returns the request's top-level error code, or an
+			// error when it was served but did not do its work.
+			send func() (int16, error)
+		}{
+			{"ListPartitionReassignments", "Describe", func() (int16, error) {
+				req := kmsg.NewPtrListPartitionReassignmentsRequest()
+				resp := toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode })
+				return resp.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode, nil
+			}},
+			{"AlterPartitionAssignments", "Alter", func() (int16, error) {
+				// To where it already is: served, and a no-op.
+				req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+				rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+				rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+				rp.Partition, rp.Replicas = 0, slices.Clone(secret.Replicas)
+				rt.Topic, rt.Partitions = "secret", append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				resp := toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode })
+				r := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+				if r.ErrorCode == 0 {
+					if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+						return 0, fmt.Errorf("served, but: %+v", r.Topics)
+					}
+				}
+				return r.ErrorCode, nil
+			}},
+			{"ElectLeaders", "Alter", func() (int16, error) {
+				req := kmsg.NewPtrElectLeadersRequest()
+				rt := kmsg.NewElectLeadersRequestTopic()
+				rt.Topic, rt.Partitions = "secret", []int32{0}
+				req.Topics = append(req.Topics, rt)
+				resp := toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.ElectLeadersResponse).ErrorCode })
+				r := resp.(*kmsg.ElectLeadersResponse)
+				if r.ErrorCode == 0 {
+					// The preferred replica leads already.
+					if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 || r.Topics[0].Partitions[0].ErrorCode != kerr.ElectionNotNeeded.Code {
+						return 0, fmt.Errorf("served, but: %+v", r.Topics)
+					}
+				}
+				return r.ErrorCode, nil
+			}},
+			{"BrokerRegistration", "ClusterAction", func() (int16, error) {
+				req := kmsg.NewPtrBrokerRegistrationRequest()
+				req.BrokerID, req.ClusterID, req.IncarnationID = 43, testClusterID, [16]byte{43}
+				ln := kmsg.NewBrokerRegistrationRequestListener()
+				ln.Name, ln.Host, ln.Port = "PLAINTEXT", "127.0.0.1", 9
+				req.Listeners = append(req.Listeners, ln)
+				resp := toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.BrokerRegistrationResponse).ErrorCode })
+				r := resp.(*kmsg.BrokerRegistrationResponse)
+				if r.ErrorCode == 0 && r.BrokerEpoch <= 0 {
+					return 0, fmt.Errorf("registered with broker epoch %d", r.BrokerEpoch)
+				}
+				return r.ErrorCode, nil
+			}},
+		}
+		// granted holds the operations ops has a rule for.
+		granted := map[string]bool{}
+		phases := []struct {
+			name string
+			op   kadm.ACLOperation
+		}{{"", 0}, {"Describe", kadm.OpDescribe}, {"Alter", kadm.OpAlter}, {"ClusterAction", kadm.OpClusterAction}}
+		for _, phase := range phases {
+			if phase.name != "" {
+				created, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:ops").AllowHosts().Clusters().Operations(phase.op))
+				if err != nil || len(created) != 1 || created[0].Err != nil {
+					t.Fatalf("allow ops %s on the cluster: %v %+v", phase.name, err, created)
+				}
+				granted[phase.name] = true
+				c.converged(30 * time.Second)
+			}
+			for _, call := range calls {
+				denials := c.securityCounts().Denials
+				code, err := call.send()
+				if err != nil {
+					t.Fatalf("%s with ops allowed %v: %v", call.api, granted, err)
+				}
+				// Alter implies Describe, as in Kafka.
+				allowed := granted[call.op] || call.op == "Describe" && granted["Alter"]
+				if !allowed {
+					if code != kerr.ClusterAuthorizationFailed.Code {
+						t.Fatalf("%s with ops allowed %v: %v, want CLUSTER_AUTHORIZATION_FAILED", call.api, granted, kerr.ErrorForCode(code))
+					}
+					if got := c.securityCounts().Denials; got != denials+1 {
+						t.Fatalf("%s refused: %d denials counted, want 1", call.api, got-denials)
+					}
+					continue
+				}
+				if code != 0 {
+					t.Fatalf("%s with ops allowed %v: %v", call.api, granted, kerr.ErrorForCode(code))
+				}
+			}
+		}
+		// Each refusal is logged once: Describe before any rule, Alter
+		// (two calls) before the Alter rule, ClusterAction before its own.
+		for op, n := range map[string]int{"Describe": 1, "Alter": 4, "ClusterAction": 3} {
+			lines := logs.find(t, "request denied", map[string]string{"principal": "User:ops", "operation": op, "resource": "Cluster:" + cr})
+			if len(lines) != n {
+				t.Errorf("%d lines log ops denied %s on the cluster, want %d", len(lines), op, n)
+			}
+		}
+		c.converged(30 * time.Second)
+		if st := c.adminState(0); !slices.Contains(st.Brokers, 43) {
+			t.Fatalf("broker 43 not registered: %v", st.Brokers)
 		}
 	})
 }

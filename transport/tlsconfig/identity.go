@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Scheme is the URI scheme of the identity names a certificate carries.
@@ -170,4 +171,25 @@ func AnyBroker() PeerCheck {
 		}
 		return nil
 	}
+}
+
+// UnverifiedPeer returns, as log fields, what the certificate a peer
+// presented in a failed handshake says about its holder when the failure
+// is that the certificate did not verify (another CA, expired): its
+// subject, issuer and URI SANs. None of it is proven, as the field names
+// say, but a refusal logged without it would not tell an operator that a
+// stranger claimed to be, say, voter 1001. For any other error it returns
+// nil.
+func UnverifiedPeer(err error) []any {
+	var cve *tls.CertificateVerificationError
+	if !errors.As(err, &cve) || len(cve.UnverifiedCertificates) == 0 {
+		return nil
+	}
+	leaf := cve.UnverifiedCertificates[0]
+	uris := make([]string, len(leaf.URIs))
+	for i, u := range leaf.URIs {
+		uris[i] = u.String()
+	}
+	return []any{"unverified_subject", leaf.Subject.String(), "unverified_issuer", leaf.Issuer.String(),
+		"unverified_uris", strings.Join(uris, ",")}
 }

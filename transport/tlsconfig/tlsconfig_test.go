@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -386,4 +387,42 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 	write(t, to, data)
+}
+
+// A server that refuses a certificate of another CA can still log who it
+// claimed to be; a refusal for any other reason adds nothing.
+func TestUnverifiedPeer(t *testing.T) {
+	pki := tlstest.NewPKI(t, "cluster CA")
+	v1 := pki.Reloader(pki.Voter(1001))
+	strange := tlstest.NewPKI(t, "another CA")
+	files := strange.Voter(1002)
+	cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	voters := tlsconfig.Voters(1001, 1002, 1003)
+
+	// The client skips verifying the server, so that only the server's
+	// verdict on the client's certificate decides, and presents its
+	// certificate although the server names other CAs.
+	r := handshake(t, v1.ServerConfig(voters), &tls.Config{InsecureSkipVerify: true,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }})
+	if r.serverErr == nil {
+		t.Fatal("a certificate of another CA was accepted")
+	}
+	got := tlsconfig.UnverifiedPeer(r.serverErr)
+	want := []any{"unverified_subject", "CN=voter-1002,O=ctrlquorum", "unverified_issuer", "CN=another CA,O=ctrlquorum",
+		"unverified_uris", "ctrlquorum://voter/1002"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("UnverifiedPeer = %v, want %v", got, want)
+	}
+
+	v9 := pki.Reloader(pki.Voter(1009))
+	r = handshake(t, v1.ServerConfig(voters), v9.ClientConfig("", nil))
+	if r.serverErr == nil {
+		t.Fatal("an unconfigured voter was accepted")
+	}
+	if got := tlsconfig.UnverifiedPeer(r.serverErr); got != nil {
+		t.Fatalf("UnverifiedPeer of a verified certificate refused by the peer check = %v", got)
+	}
 }
