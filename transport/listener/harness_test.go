@@ -417,6 +417,10 @@ type testBroker struct {
 	wantFence    atomic.Bool
 	wantShutdown atomic.Bool
 	lastHB       atomic.Pointer[kmsg.BrokerHeartbeatResponse]
+	// hbOK counts heartbeats answered without error; hbFailed those that
+	// got no answer or an error other than NOT_CONTROLLER (leadership
+	// moving, which a broker retries).
+	hbOK, hbFailed atomic.Int64
 
 	stopOnce sync.Once
 	stopc    chan struct{}
@@ -516,11 +520,17 @@ func (b *testBroker) heartbeats() {
 		resp, err := toController(ctx, b.cl, req)
 		cancel()
 		if err != nil {
+			b.hbFailed.Add(1)
 			continue
 		}
 		hb := resp.(*kmsg.BrokerHeartbeatResponse)
-		if hb.ErrorCode == 0 {
+		switch hb.ErrorCode {
+		case 0:
+			b.hbOK.Add(1)
 			b.lastHB.Store(hb)
+		case kerr.NotController.Code:
+		default:
+			b.hbFailed.Add(1)
 		}
 	}
 }
