@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -313,20 +314,7 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 	if !c.Voter && c.NodeID < 0 {
 		c.NodeID = c.BrokerID
 	}
-	dur := func(key string) (time.Duration, error) {
-		s := ns.get(key)
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			if ms, err2 := strconv.ParseInt(s, 10, 64); err2 == nil {
-				return time.Duration(ms) * time.Millisecond, nil
-			}
-			return 0, bad(key, "%q is not a duration (like 9s or 500ms)", s)
-		}
-		if d <= 0 {
-			return 0, bad(key, "%q is not positive", s)
-		}
-		return d, nil
-	}
+	dur := ns.duration
 	if c.SessionTimeout, err = dur("session.timeout"); err != nil {
 		return nc, err
 	}
@@ -432,6 +420,28 @@ func newNodeReloader(files tlsconfig.Files, c *server.Config, logger hclog.Logge
 		return nil
 	}
 	return tlsconfig.NewReloader(files, tlsconfig.Options{Logger: logger, Expect: expect})
+}
+
+// duration reads a positive duration setting: Go's syntax (9s, 500ms)
+// or, as Kafka's *.ms settings are written, a bare number of
+// milliseconds.
+func (ns nodeSettings) duration(key string) (time.Duration, error) {
+	s := ns.get(key)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		ms, err2 := strconv.ParseInt(s, 10, 64)
+		if err2 != nil {
+			return 0, cfgErr("%s: %q is not a duration (like 9s or 500ms)", ns.describe(key), s)
+		}
+		if ms > math.MaxInt64/int64(time.Millisecond) {
+			return 0, cfgErr("%s: %q milliseconds is too long a duration", ns.describe(key), s)
+		}
+		d = time.Duration(ms) * time.Millisecond
+	}
+	if d <= 0 {
+		return 0, cfgErr("%s: %q is not positive", ns.describe(key), s)
+	}
+	return d, nil
 }
 
 // fieldSetting names the setting behind a server.Config field.
