@@ -82,6 +82,18 @@ type Config struct {
 	// this voter is the active controller; empty: no mirror.
 	ZooKeeperMirror string
 
+	// ListenerLimits are the wire limits of the voter's Kafka-protocol
+	// listener, BrokerListenerLimits those of the broker agent's
+	// listener (frame size, timeouts, connections, requests in flight).
+	ListenerLimits       WireLimits
+	BrokerListenerLimits WireLimits
+	// RaftHandshakeTimeout bounds an inbound raft connection's TLS
+	// handshake and RaftMaxHandshakes the handshakes in progress at once
+	// (see transport.TLSStreamConfig); zero keeps the defaults, 10 s and
+	// 64. Without TLS they do nothing.
+	RaftHandshakeTimeout time.Duration
+	RaftMaxHandshakes    int
+
 	// HTTPAddr is where the operations endpoint listens; empty: none.
 	HTTPAddr string
 	Pprof    bool
@@ -238,6 +250,7 @@ func (s *Server) startVoter() error {
 		stream, err := transport.NewTLSStreamLayer(transport.TLSStreamConfig{
 			BindAddr: cfg.RaftAddr, Advertise: cfg.RaftAdvertise, Certs: cfg.TLS,
 			Peers: tlsconfig.Voters(s.voterIDs()...), Logger: s.log,
+			HandshakeTimeout: cfg.RaftHandshakeTimeout, MaxHandshakes: cfg.RaftMaxHandshakes,
 		})
 		if err != nil {
 			return fmt.Errorf("raft: %w", err)
@@ -269,7 +282,7 @@ func (s *Server) startVoter() error {
 	s.Registry.MustRegister(metrics.NewNodeCollector(n))
 	lcfg := listener.Config{
 		Addr: cfg.Listener, Advertise: cfg.ListenerAdvertise, Node: n, Peers: lpeers,
-		Logger: s.log, ClusterID: cfg.ClusterID, Security: cfg.Security,
+		Logger: s.log, ClusterID: cfg.ClusterID, Security: cfg.Security, Wire: cfg.ListenerLimits.apply,
 	}
 	if lcfg.Security.PeerSASL == nil {
 		lcfg.Security.PeerSASL = cfg.SASL
@@ -311,6 +324,7 @@ func (s *Server) startBroker() error {
 		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
 		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
 		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.TLS, Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
+		Wire: cfg.BrokerListenerLimits.apply,
 	})
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)

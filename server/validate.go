@@ -143,6 +143,20 @@ func (c *Config) Validate() error {
 			return fieldErr("HeartbeatInterval", "%v is not below the session timeout %v", c.HeartbeatInterval, st)
 		}
 	}
+	for _, l := range []struct {
+		field  string
+		limits WireLimits
+	}{{"ListenerLimits", c.ListenerLimits}, {"BrokerListenerLimits", c.BrokerListenerLimits}} {
+		if err := l.limits.validate(l.field); err != nil {
+			return err
+		}
+	}
+	if c.RaftHandshakeTimeout < 0 {
+		return fieldErr("RaftHandshakeTimeout", "%v is negative", c.RaftHandshakeTimeout)
+	}
+	if c.RaftMaxHandshakes < 0 {
+		return fieldErr("RaftMaxHandshakes", "%d is negative", c.RaftMaxHandshakes)
+	}
 	if c.HTTPAddr != "" {
 		if err := checkAddr("HTTPAddr", c.HTTPAddr, false); err != nil {
 			return err
