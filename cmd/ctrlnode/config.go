@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,7 +35,9 @@ type setting struct {
 	field string
 }
 
-var settings = []setting{
+var settings = slices.Concat(coreSettings, limitSettings())
+
+var coreSettings = []setting{
 	{"node.id", "", "this node's id: the voter id with the voter role (voters 1001-1003, brokers from 1 by convention)", "NodeID"},
 	{"roles", "voter", "comma-separated roles: voter, broker, or both", "Roles"},
 	{"data.dir", "", "folder for the voter's raft log, snapshots and state (required for a voter)", "DataDir"},
@@ -322,6 +325,9 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 		return nc, err
 	}
 	if nc.ShutdownTimeout, err = dur("shutdown.timeout"); err != nil {
+		return nc, err
+	}
+	if err := limitsSettings(ns, c); err != nil {
 		return nc, err
 	}
 	switch ns.get("pprof") {

@@ -72,6 +72,7 @@ Settings:`)
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "ctrlnode", Level: hclog.LevelFromString(nc.LogLevel), Output: stderr})
 	nc.Config.Logger = logger
+	logLimits(logger, ns, &nc.Config)
 	if nc.TLSFiles.Cert != "" {
 		if nc.Config.TLS, err = newNodeReloader(nc.TLSFiles, &nc.Config, logger); err != nil {
 			fmt.Fprintf(stderr, "ctrlnode run: invalid config: %s: %v\n", ns.describe("tls.cert.file"), err)
