@@ -154,7 +154,7 @@ func logLimits(logger hclog.Logger, ns nodeSettings, c *server.Config) {
 		}
 		logger.Info("limits of "+l.what, kv...)
 	}
-	if c.Voter && c.TLS != nil {
+	if c.Voter && (c.RaftTLS != nil || c.TLS != nil) {
 		logger.Info("limits of raft's TLS handshakes", "raft.tls.handshake.timeout", c.RaftHandshakeTimeout, "raft.tls.max.handshakes", c.RaftMaxHandshakes)
 	}
 }
