@@ -128,7 +128,8 @@ func loadTLS(ns nodeSettings, nc *nodeConfig, logger hclog.Logger) error {
 		}
 	}
 	if len(withTLS) > 0 && len(plain) > 0 {
-		// See server.Config.Validate for why a node is not part TLS.
+		// server.Config.Validate refuses it too (see there why); this
+		// names the settings instead of the fields.
 		return bad(withTLS[0].prefix+"cert.file", "%s would run TLS but %s plain TCP, and a node's listeners are all TLS or all plain TCP: set %s*.file too, or tls.*.file for the listeners without files of their own",
 			withTLS[0].name, plain[0].name, plain[0].prefix)
 	}
