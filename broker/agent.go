@@ -101,6 +101,10 @@ type Config struct {
 	// MaxFrameBytes bounds a request frame on the listener (kafkawire's
 	// default when zero: 100 MiB).
 	MaxFrameBytes int32
+	// Wire, if set, adjusts the listener's wire server configuration
+	// (limits, timeouts) after MaxFrameBytes is applied; the handler and
+	// the APIs served stay the agent's.
+	Wire func(*kafkawire.Config)
 	// TLS, if set, is the broker's certificate (one naming this broker
 	// id): the listener then serves mutual TLS and takes control requests
 	// only from a certificate that names a controller voter, and the
@@ -237,12 +241,13 @@ func Start(cfg Config) (*Agent, error) {
 		// Metadata); control requests are checked per request.
 		ln = tls.NewListener(ln, cfg.TLS.ServerConfig(nil))
 	}
-	a.srv = kafkawire.Serve(ln, kafkawire.Config{
-		Handler:       a,
-		Logger:        a.log.Named("listener"),
-		APIs:          map[int16]int16{3: (&kmsg.MetadataRequest{}).MaxVersion(), KeyLeaderAndIsr: 7, KeyStopReplica: 4, KeyUpdateMetadata: 8},
-		MaxFrameBytes: cfg.MaxFrameBytes,
-	})
+	apis := map[int16]int16{3: (&kmsg.MetadataRequest{}).MaxVersion(), KeyLeaderAndIsr: 7, KeyStopReplica: 4, KeyUpdateMetadata: 8}
+	wc := kafkawire.Config{Handler: a, Logger: a.log.Named("listener"), APIs: apis, MaxFrameBytes: cfg.MaxFrameBytes}
+	if cfg.Wire != nil {
+		cfg.Wire(&wc)
+		wc.Handler, wc.APIs = a, apis
+	}
+	a.srv = kafkawire.Serve(ln, wc)
 	if len(cfg.Controllers) > 0 {
 		a.ctrl = &ctrlClient{a: a, bootstrap: append([]string(nil), cfg.Controllers...)}
 		go a.run()
@@ -266,6 +271,9 @@ func (a *Agent) voterCheck() tlsconfig.PeerCheck {
 func (a *Agent) Addr() string {
 	return net.JoinHostPort(a.advHost, strconv.Itoa(int(a.advPort)))
 }
+
+// WireLimits reports how often the listener's wire limits were hit.
+func (a *Agent) WireLimits() kafkawire.LimitCounts { return a.srv.Limits() }
 
 // BrokerID is the agent's broker id.
 func (a *Agent) BrokerID() int32 { return a.cfg.BrokerID }

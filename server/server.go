@@ -82,6 +82,18 @@ type Config struct {
 	// this voter is the active controller; empty: no mirror.
 	ZooKeeperMirror string
 
+	// ListenerLimits are the wire limits of the voter's Kafka-protocol
+	// listener, BrokerListenerLimits those of the broker agent's
+	// listener (frame size, timeouts, connections, requests in flight).
+	ListenerLimits       WireLimits
+	BrokerListenerLimits WireLimits
+	// RaftHandshakeTimeout bounds an inbound raft connection's TLS
+	// handshake and RaftMaxHandshakes the handshakes in progress at once
+	// (see transport.TLSStreamConfig); zero keeps the defaults, 10 s and
+	// 64. Without TLS they do nothing.
+	RaftHandshakeTimeout time.Duration
+	RaftMaxHandshakes    int
+
 	// HTTPAddr is where the operations endpoint listens; empty: none.
 	HTTPAddr string
 	Pprof    bool
@@ -98,6 +110,22 @@ type Config struct {
 	// NodeID as its voter id, with the broker role BrokerID as its broker
 	// id. Nil: plain TCP throughout.
 	TLS *tlsconfig.Reloader
+	// RaftTLS, ListenerTLS and BrokerListenerTLS, each if set, replace
+	// TLS for one listener and the connections that go with it, so that
+	// each can have its own certificate and CA bundle: RaftTLS for raft
+	// between voters, accepted and dialled; ListenerTLS for the
+	// Kafka-protocol listener and what the voter dials over the Kafka
+	// protocol (forwarding to the other voters, the sender's connections
+	// to brokers); BrokerListenerTLS for the broker agent's listener and
+	// its connections to the controllers. The certificates of the first
+	// two must name NodeID as voter id, the third's BrokerID as broker
+	// id; TLS then needs to name only what the listeners left to it do.
+	// A CA bundle must hold the CAs of the peers its listener meets. A
+	// node's listeners are all TLS or all plain TCP: Validate refuses one
+	// that would leave some on plain TCP.
+	RaftTLS           *tlsconfig.Reloader
+	ListenerTLS       *tlsconfig.Reloader
+	BrokerListenerTLS *tlsconfig.Reloader
 	// VoterOptions adjusts the raft voter's configuration (timeouts, a TLS
 	// stream layer).
 	VoterOptions func(*voter.Config)
@@ -207,8 +235,9 @@ func (s *Server) startVoter() error {
 	var image atomic.Pointer[fsm.FSM]
 	fwd := &stopReplicaForwarder{}
 	nd := s.localDialer()
+	kafkaTLS := cfg.tlsOr(cfg.ListenerTLS)
 	brokerDial := func(int32) wireclient.DialFunc { return nd.DialContext }
-	if certs := cfg.TLS; certs != nil {
+	if certs := kafkaTLS; certs != nil {
 		brokerDial = func(id int32) wireclient.DialFunc {
 			return certs.Dialer(nd, tlsconfig.Broker(id))
 		}
@@ -234,10 +263,11 @@ func (s *Server) startVoter() error {
 	}
 	observer := metrics.NewLoopObserver(s.Registry)
 	voterOpts := cfg.VoterOptions
-	if cfg.TLS != nil {
+	if raftTLS := cfg.tlsOr(cfg.RaftTLS); raftTLS != nil {
 		stream, err := transport.NewTLSStreamLayer(transport.TLSStreamConfig{
-			BindAddr: cfg.RaftAddr, Advertise: cfg.RaftAdvertise, Certs: cfg.TLS,
+			BindAddr: cfg.RaftAddr, Advertise: cfg.RaftAdvertise, Certs: raftTLS,
 			Peers: tlsconfig.Voters(s.voterIDs()...), Logger: s.log,
+			HandshakeTimeout: cfg.RaftHandshakeTimeout, MaxHandshakes: cfg.RaftMaxHandshakes,
 		})
 		if err != nil {
 			return fmt.Errorf("raft: %w", err)
@@ -269,23 +299,23 @@ func (s *Server) startVoter() error {
 	s.Registry.MustRegister(metrics.NewNodeCollector(n))
 	lcfg := listener.Config{
 		Addr: cfg.Listener, Advertise: cfg.ListenerAdvertise, Node: n, Peers: lpeers,
-		Logger: s.log, ClusterID: cfg.ClusterID, Security: cfg.Security,
+		Logger: s.log, ClusterID: cfg.ClusterID, Security: cfg.Security, Wire: cfg.ListenerLimits.apply,
 	}
 	if lcfg.Security.PeerSASL == nil {
 		lcfg.Security.PeerSASL = cfg.SASL
 	}
 	lcfg.Dial = s.localDialer().DialContext
-	if cfg.TLS != nil {
+	if kafkaTLS != nil {
 		ln, err := net.Listen("tcp", cfg.Listener)
 		if err != nil {
 			return fmt.Errorf("listener: %w", err)
 		}
-		tc := cfg.TLS.ServerConfig(nil)
+		tc := kafkaTLS.ServerConfig(nil)
 		if len(cfg.Security.SASLMechanisms) > 0 {
-			tc = cfg.TLS.ClientListenerConfig()
+			tc = kafkaTLS.ClientListenerConfig()
 		}
 		lcfg.Listener = tls.NewListener(ln, tc)
-		lcfg.Dial = cfg.TLS.Dialer(s.localDialer(), tlsconfig.Voters(s.voterIDs()...))
+		lcfg.Dial = kafkaTLS.Dialer(s.localDialer(), tlsconfig.Voters(s.voterIDs()...))
 	}
 	l, err := listener.New(lcfg)
 	if err != nil {
@@ -310,7 +340,8 @@ func (s *Server) startBroker() error {
 	a, err := broker.Start(broker.Config{
 		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
 		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
-		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.TLS, Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
+		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.tlsOr(cfg.BrokerListenerTLS), Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
+		Wire: cfg.BrokerListenerLimits.apply,
 	})
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)
@@ -348,15 +379,73 @@ func (s *Server) voterIDs() []int32 {
 	return ids
 }
 
-// ReloadTLS re-reads the node's certificate, key and CA bundle: new
-// connections (raft, listener, sender, broker agent) use them at once,
-// established ones keep theirs. On failure the certificate loaded before
-// stays in use. Without TLS it is an error.
+// ReloadTLS re-reads the node's certificate, key and CA bundle, and
+// those of each listener that has its own: new connections (raft,
+// listener, sender, broker agent) use them at once, established ones keep
+// theirs. A set that fails to load keeps the material loaded before, and
+// the others are reloaded all the same; the error names each set that
+// failed. Without TLS it is an error.
 func (s *Server) ReloadTLS() error {
-	if s.cfg.TLS == nil {
+	seen := map[*tlsconfig.Reloader]bool{}
+	var errs []error
+	for _, set := range []struct {
+		name  string
+		certs *tlsconfig.Reloader
+	}{{"", s.cfg.TLS}, {"raft", s.cfg.RaftTLS}, {"listener", s.cfg.ListenerTLS}, {"broker listener", s.cfg.BrokerListenerTLS}} {
+		if set.certs == nil || seen[set.certs] {
+			continue
+		}
+		seen[set.certs] = true
+		if err := set.certs.Reload(); err != nil {
+			if set.name != "" {
+				err = fmt.Errorf("%s: %w", set.name, err)
+			}
+			errs = append(errs, err)
+		}
+	}
+	if len(seen) == 0 {
 		return errors.New("TLS is not configured")
 	}
-	return s.cfg.TLS.Reload()
+	return errors.Join(errs...)
+}
+
+// tlsOr is a listener's own TLS material if it has some, else the
+// node's.
+func (c *Config) tlsOr(own *tlsconfig.Reloader) *tlsconfig.Reloader {
+	if own != nil {
+		return own
+	}
+	return c.TLS
+}
+
+// tlsUse is a listener the node runs and the TLS material it runs with.
+type tlsUse struct {
+	// field is the Config field the material comes from.
+	field string
+	what  string
+	certs *tlsconfig.Reloader
+	// voter tells whether its certificate must name the voter id (else
+	// the broker id).
+	voter bool
+}
+
+// tlsUses lists the listeners the node runs with their TLS material.
+func (c *Config) tlsUses() []tlsUse {
+	var out []tlsUse
+	add := func(field, what string, own *tlsconfig.Reloader, voter bool) {
+		if own == nil {
+			field = "TLS"
+		}
+		out = append(out, tlsUse{field: field, what: what, certs: c.tlsOr(own), voter: voter})
+	}
+	if c.Voter {
+		add("RaftTLS", "raft", c.RaftTLS, true)
+		add("ListenerTLS", "the Kafka listener", c.ListenerTLS, true)
+	}
+	if c.Broker {
+		add("BrokerListenerTLS", "the broker agent's listener", c.BrokerListenerTLS, false)
+	}
+	return out
 }
 
 // abort stops whatever started, without the graceful steps.

@@ -143,18 +143,66 @@ func (c *Config) Validate() error {
 			return fieldErr("HeartbeatInterval", "%v is not below the session timeout %v", c.HeartbeatInterval, st)
 		}
 	}
+	for _, l := range []struct {
+		field  string
+		limits WireLimits
+	}{{"ListenerLimits", c.ListenerLimits}, {"BrokerListenerLimits", c.BrokerListenerLimits}} {
+		if err := l.limits.validate(l.field); err != nil {
+			return err
+		}
+	}
+	if c.RaftHandshakeTimeout < 0 {
+		return fieldErr("RaftHandshakeTimeout", "%v is negative", c.RaftHandshakeTimeout)
+	}
+	if c.RaftMaxHandshakes < 0 {
+		return fieldErr("RaftMaxHandshakes", "%d is negative", c.RaftMaxHandshakes)
+	}
 	if c.HTTPAddr != "" {
 		if err := checkAddr("HTTPAddr", c.HTTPAddr, false); err != nil {
 			return err
 		}
 	}
-	if c.TLS != nil {
-		id := c.TLS.Identity()
-		if c.Voter && id.Voter != c.NodeID {
-			return fieldErr("TLS", "the certificate %s does not name voter %d (NodeID)", id, c.NodeID)
+	return c.validateTLS()
+}
+
+// validateTLS checks that each listener's certificate names the node as
+// that listener needs, and that no listener is left on plain TCP while
+// another runs TLS.
+func (c *Config) validateTLS() error {
+	if !c.Voter && c.RaftTLS != nil {
+		return fieldErr("RaftTLS", "set without the voter role")
+	}
+	if !c.Voter && c.ListenerTLS != nil {
+		return fieldErr("ListenerTLS", "set without the voter role")
+	}
+	if !c.Broker && c.BrokerListenerTLS != nil {
+		return fieldErr("BrokerListenerTLS", "set without the broker role")
+	}
+	uses := c.tlsUses()
+	// Mixed listeners are refused rather than supported: a listener's
+	// material also serves what the node dials beside it (the broker
+	// agent dials the controllers with its listener's, the voter dials
+	// brokers with its Kafka listener's), so a plain listener beside TLS
+	// ones would have the node dial TLS peers in plain TCP, or plain ones
+	// in TLS. Raft alone on TLS would work, but is not worth an exception
+	// that leaves the Kafka listeners open.
+	for _, u := range uses {
+		for _, v := range uses {
+			if u.certs != nil && v.certs == nil {
+				return fieldErr(u.field, "%s runs TLS but %s would be plain TCP: a node's listeners are all TLS or all plain TCP", u.what, v.what)
+			}
 		}
-		if c.Broker && id.Broker != c.BrokerID {
-			return fieldErr("TLS", "the certificate %s does not name broker %d (BrokerID)", id, c.BrokerID)
+	}
+	for _, u := range uses {
+		if u.certs == nil {
+			continue
+		}
+		id := u.certs.Identity()
+		if u.voter && id.Voter != c.NodeID {
+			return fieldErr(u.field, "the certificate %s does not name voter %d (NodeID)", id, c.NodeID)
+		}
+		if !u.voter && id.Broker != c.BrokerID {
+			return fieldErr(u.field, "the certificate %s does not name broker %d (BrokerID)", id, c.BrokerID)
 		}
 	}
 	return nil

@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/ctrlquorum/ctrlquorum/server"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
@@ -33,7 +33,9 @@ type setting struct {
 	field string
 }
 
-var settings = []setting{
+var settings = slices.Concat(coreSettings, limitSettings(), tlsGroupSettings())
+
+var coreSettings = []setting{
 	{"node.id", "", "this node's id: the voter id with the voter role (voters 1001-1003, brokers from 1 by convention)", "NodeID"},
 	{"roles", "voter", "comma-separated roles: voter, broker, or both", "Roles"},
 	{"data.dir", "", "folder for the voter's raft log, snapshots and state (required for a voter)", "DataDir"},
@@ -56,7 +58,7 @@ var settings = []setting{
 	{"zookeeper.mirror", "", "mirror the committed image to Kafka's znodes in this ZooKeeper (host:port[,…][/chroot]) while this voter is active (empty: none)", "ZooKeeperMirror"},
 	{"log.level", "info", "log level: trace, debug, info, warn, error", ""},
 	{"shutdown.timeout", "30s", "how long a SIGTERM waits for the controlled shutdown and the leadership handover", ""},
-	{"tls.cert.file", "", "PEM certificate of this node (naming voter node.id and/or broker broker.id; see `ctrlnode certs`): with tls.key.file and tls.ca.file, raft, the listener, the broker agent and every connection between nodes run over mutual TLS; SIGHUP reloads the three files (empty: plain TCP)", "TLS"},
+	{"tls.cert.file", "", "PEM certificate of this node (naming voter node.id and/or broker broker.id; see `ctrlnode certs`): with tls.key.file and tls.ca.file, raft, the listener, the broker agent and every connection between nodes run over mutual TLS, each listener with these files unless it has its own (raft.tls.*, listener.tls.*, broker.listener.tls.*); SIGHUP reloads the three files (empty: plain TCP)", "TLS"},
 	{"tls.key.file", "", "PEM private key of tls.cert.file", ""},
 	{"tls.ca.file", "", "PEM bundle of the CA certificates peers' and clients' certificates must chain to", ""},
 	{"sasl.enabled.mechanisms", "", "SASL mechanisms the listener requires clients to log in with, comma-separated: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (PLAIN only over TLS); clients with a TLS certificate need none (empty: no SASL)", "SASLMechanisms"},
@@ -250,6 +252,9 @@ type nodeConfig struct {
 	ShutdownTimeout time.Duration
 	// TLSFiles are the tls.*.file settings, all empty without TLS.
 	TLSFiles tlsconfig.Files
+	// OwnTLSFiles are the files of the listeners that have their own, by
+	// the prefix of their settings ("raft.tls.").
+	OwnTLSFiles map[string]tlsconfig.Files
 }
 
 func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
@@ -258,13 +263,8 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 	bad := func(key, format string, args ...any) error {
 		return cfgErr("%s: %s", ns.describe(key), fmt.Sprintf(format, args...))
 	}
-	nc.TLSFiles = tlsconfig.Files{CA: ns.get("tls.ca.file"), Cert: ns.get("tls.cert.file"), Key: ns.get("tls.key.file")}
-	if f := nc.TLSFiles; f.CA != "" || f.Cert != "" || f.Key != "" {
-		for _, k := range []string{"tls.ca.file", "tls.cert.file", "tls.key.file"} {
-			if ns.get(k) == "" {
-				return nc, bad(k, "required with the other tls.*.file settings (set all three, or none for plain TCP)")
-			}
-		}
+	if err := tlsFileSettings(ns, &nc); err != nil {
+		return nc, err
 	}
 	for _, role := range strings.Split(ns.get("roles"), ",") {
 		switch strings.TrimSpace(role) {
@@ -313,20 +313,7 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 	if !c.Voter && c.NodeID < 0 {
 		c.NodeID = c.BrokerID
 	}
-	dur := func(key string) (time.Duration, error) {
-		s := ns.get(key)
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			if ms, err2 := strconv.ParseInt(s, 10, 64); err2 == nil {
-				return time.Duration(ms) * time.Millisecond, nil
-			}
-			return 0, bad(key, "%q is not a duration (like 9s or 500ms)", s)
-		}
-		if d <= 0 {
-			return 0, bad(key, "%q is not positive", s)
-		}
-		return d, nil
-	}
+	dur := ns.duration
 	if c.SessionTimeout, err = dur("session.timeout"); err != nil {
 		return nc, err
 	}
@@ -334,6 +321,9 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 		return nc, err
 	}
 	if nc.ShutdownTimeout, err = dur("shutdown.timeout"); err != nil {
+		return nc, err
+	}
+	if err := limitsSettings(ns, c); err != nil {
 		return nc, err
 	}
 	switch ns.get("pprof") {
@@ -391,13 +381,11 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 			c.ListenerAdvertise = l
 		}
 	}
-	if nc.TLSFiles.Cert != "" {
-		// Loaded here so that unreadable files or a certificate naming
-		// another node are refused with the other settings; run loads
-		// them again with its logger.
-		if c.TLS, err = newNodeReloader(nc.TLSFiles, c, nil); err != nil {
-			return nc, bad("tls.cert.file", "%v", err)
-		}
+	// Loaded here so that unreadable files or a certificate naming
+	// another node are refused with the other settings; run loads them
+	// again with its logger.
+	if err := loadTLS(ns, &nc, nil); err != nil {
+		return nc, err
 	}
 	if err := securitySettings(ns, c); err != nil {
 		return nc, err
@@ -412,26 +400,26 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 	return nc, nil
 }
 
-// newNodeReloader loads a node's TLS files, requiring the certificate to
-// name the node's voter id (voter role) and broker id (broker role) at
-// every load, so a reload cannot swap in another node's certificate.
-func newNodeReloader(files tlsconfig.Files, c *server.Config, logger hclog.Logger) (*tlsconfig.Reloader, error) {
-	voter, broker := c.Voter, c.Broker
-	nodeID, brokerID := c.NodeID, c.BrokerID
-	expect := func(id tlsconfig.Identity) error {
-		if voter {
-			if err := tlsconfig.Voters(nodeID)(id); err != nil {
-				return err
-			}
+// duration reads a positive duration setting: Go's syntax (9s, 500ms)
+// or, as Kafka's *.ms settings are written, a bare number of
+// milliseconds.
+func (ns nodeSettings) duration(key string) (time.Duration, error) {
+	s := ns.get(key)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		ms, err2 := strconv.ParseInt(s, 10, 64)
+		if err2 != nil {
+			return 0, cfgErr("%s: %q is not a duration (like 9s or 500ms)", ns.describe(key), s)
 		}
-		if broker {
-			if err := tlsconfig.Broker(brokerID)(id); err != nil {
-				return err
-			}
+		if ms > math.MaxInt64/int64(time.Millisecond) {
+			return 0, cfgErr("%s: %q milliseconds is too long a duration", ns.describe(key), s)
 		}
-		return nil
+		d = time.Duration(ms) * time.Millisecond
 	}
-	return tlsconfig.NewReloader(files, tlsconfig.Options{Logger: logger, Expect: expect})
+	if d <= 0 {
+		return 0, cfgErr("%s: %q is not positive", ns.describe(key), s)
+	}
+	return d, nil
 }
 
 // fieldSetting names the setting behind a server.Config field.

@@ -78,7 +78,7 @@ func securitySettings(ns nodeSettings, c *server.Config) error {
 		case sasl.ScramSHA512:
 			c.SASL = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
 		case sasl.Plain:
-			if c.TLS == nil {
+			if c.TLS == nil && c.ListenerTLS == nil && c.BrokerListenerTLS == nil {
 				return bad("sasl.mechanism", "PLAIN sends the password in the clear: only with TLS (tls.*.file)")
 			}
 			c.SASL = plain.Auth{User: user, Pass: pass}.AsMechanism()

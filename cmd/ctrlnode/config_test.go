@@ -98,3 +98,36 @@ func TestBuildNodeConfigNamesTheSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestDurationSettings: a duration is Go's syntax or a bare number of
+// milliseconds, positive either way.
+func TestDurationSettings(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{"5s", 5 * time.Second, ""},
+		{"1500", 1500 * time.Millisecond, ""},
+		{"0", 0, `"0" is not positive`},
+		{"-20", 0, `"-20" is not positive`},
+		{"0s", 0, `"0s" is not positive`},
+		{"soon", 0, `"soon" is not a duration`},
+		{"9223372036854775807", 0, "too long a duration"},
+	} {
+		ns, err := resolveSettings(nil, nil, map[string]string{"session.timeout": tc.in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ns.duration("session.timeout")
+		if tc.err == "" {
+			if err != nil || d != tc.want {
+				t.Errorf("%q = %v, %v; want %v", tc.in, d, err, tc.want)
+			}
+			continue
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), "session.timeout (from flag --session-timeout): ") || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: err = %v, want %q", tc.in, err, tc.err)
+		}
+	}
+}

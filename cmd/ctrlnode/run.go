@@ -38,6 +38,13 @@ the node gracefully: a broker goes through a controlled shutdown, a voter
 that is the active controller hands leadership to another voter first.
 A second signal stops it at once.
 
+Each Kafka listener has its own wire limits, logged at start: listener.*
+for the voter's, broker.listener.* for the broker agent's (frame size,
+idle, read and write timeouts, connections, requests in flight). Each
+listener may have TLS files of its own (raft.tls.*, listener.tls.*,
+broker.listener.tls.*) in place of the node-wide tls.* ones; SIGHUP
+reloads every set. A node's listeners are all TLS or all plain TCP.
+
 Example (voter 1001 of three; 1002 and 1003 alike):
 
   ctrlnode run --node-id 1001 --data-dir /var/lib/ctrlnode \
@@ -72,11 +79,10 @@ Settings:`)
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "ctrlnode", Level: hclog.LevelFromString(nc.LogLevel), Output: stderr})
 	nc.Config.Logger = logger
-	if nc.TLSFiles.Cert != "" {
-		if nc.Config.TLS, err = newNodeReloader(nc.TLSFiles, &nc.Config, logger); err != nil {
-			fmt.Fprintf(stderr, "ctrlnode run: invalid config: %s: %v\n", ns.describe("tls.cert.file"), err)
-			return 2
-		}
+	logLimits(logger, ns, &nc.Config)
+	if err := loadTLS(ns, &nc, logger); err != nil {
+		fmt.Fprintf(stderr, "ctrlnode run: invalid config: %v\n", err)
+		return 2
 	}
 
 	// Signals are caught before anything starts so that one arriving
@@ -110,8 +116,18 @@ Settings:`)
 		fmt.Fprintf(stdout, "  http      http://%s/metrics\n", s.HTTP.Addr())
 	}
 
-	if nc.Config.TLS != nil {
+	tlsSets := nc.tlsSets()
+	switch {
+	case len(nc.OwnTLSFiles) == 0 && nc.TLS != nil:
 		fmt.Fprintf(stdout, "  tls       %s (CA %s); SIGHUP reloads\n", nc.TLSFiles.Cert, nc.TLSFiles.CA)
+	case len(tlsSets) > 0:
+		for i, set := range tlsSets {
+			end := ""
+			if i == len(tlsSets)-1 {
+				end = "; SIGHUP reloads"
+			}
+			fmt.Fprintf(stdout, "  tls       %-9s %s (CA %s)%s\n", set.label, set.files.Cert, set.files.CA, end)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -120,7 +136,7 @@ Settings:`)
 		go reportLeadership(ctx, s, stdout)
 	}
 	hups := make(chan os.Signal, 1)
-	if nc.Config.TLS != nil {
+	if len(tlsSets) > 0 {
 		signal.Notify(hups, syscall.SIGHUP)
 		defer signal.Stop(hups)
 	}
@@ -129,9 +145,11 @@ Settings:`)
 		select {
 		case <-hups:
 			if err := s.ReloadTLS(); err != nil {
-				logger.Error("SIGHUP: TLS reload failed; the certificate loaded before stays in use", "error", err)
+				logger.Error("SIGHUP: TLS reload failed; where it failed the certificate loaded before stays in use", "error", err)
 			} else {
-				logger.Info("SIGHUP: TLS certificate reloaded", "cert", nc.TLSFiles.Cert, "not_after", nc.Config.TLS.Leaf().NotAfter.UTC().Format(time.RFC3339))
+				for _, set := range tlsSets {
+					logger.Info("SIGHUP: TLS certificate reloaded", "listener", set.label, "cert", set.files.Cert, "not_after", set.certs.Leaf().NotAfter.UTC().Format(time.RFC3339))
+				}
 			}
 		case sig = <-sigs:
 		}
