@@ -17,6 +17,10 @@ type WireLimits struct {
 	WriteTimeout  time.Duration
 	MaxConns      int
 	MaxInFlight   int
+	// MaxQueuedBytes and MaxUnauthenticatedFrameBytes bound what hostile
+	// or broken clients can make a listener hold in memory.
+	MaxQueuedBytes               int64
+	MaxUnauthenticatedFrameBytes int32
 }
 
 // apply copies the limits into a wire server's configuration; it is the
@@ -28,6 +32,8 @@ func (l WireLimits) apply(c *kafkawire.Config) {
 	c.WriteTimeout = l.WriteTimeout
 	c.MaxConns = l.MaxConns
 	c.MaxInFlight = l.MaxInFlight
+	c.MaxQueuedBytes = l.MaxQueuedBytes
+	c.MaxUnauthenticatedFrameBytes = l.MaxUnauthenticatedFrameBytes
 }
 
 const (
@@ -55,6 +61,8 @@ func (l WireLimits) validate(field string) error {
 		{"WriteTimeout", l.WriteTimeout, l.WriteTimeout < 0},
 		{"MaxConns", l.MaxConns, l.MaxConns < 0},
 		{"MaxInFlight", l.MaxInFlight, l.MaxInFlight < 0},
+		{"MaxQueuedBytes", l.MaxQueuedBytes, l.MaxQueuedBytes < 0},
+		{"MaxUnauthenticatedFrameBytes", l.MaxUnauthenticatedFrameBytes, l.MaxUnauthenticatedFrameBytes < 0},
 	} {
 		if f.negative {
 			return fieldErr(field+"."+f.name, "%v is negative", f.v)
@@ -62,6 +70,12 @@ func (l WireLimits) validate(field string) error {
 	}
 	if l.MaxFrameBytes != 0 && l.MaxFrameBytes < MinFrameBytes {
 		return fieldErr(field+".MaxFrameBytes", "%d is below %d bytes, too small for ordinary client requests", l.MaxFrameBytes, MinFrameBytes)
+	}
+	if l.MaxUnauthenticatedFrameBytes != 0 && l.MaxUnauthenticatedFrameBytes < MinFrameBytes {
+		return fieldErr(field+".MaxUnauthenticatedFrameBytes", "%d is below %d bytes, too small for a SASL handshake", l.MaxUnauthenticatedFrameBytes, MinFrameBytes)
+	}
+	if l.MaxQueuedBytes != 0 && l.MaxFrameBytes != 0 && l.MaxQueuedBytes < int64(l.MaxFrameBytes) {
+		return fieldErr(field+".MaxQueuedBytes", "%d is below MaxFrameBytes (%d): a frame of the largest size could never be read", l.MaxQueuedBytes, l.MaxFrameBytes)
 	}
 	if l.MaxInFlight > MaxInFlightLimit {
 		return fieldErr(field+".MaxInFlight", "%d is above %d (each connection sets aside a queue of that many frames)", l.MaxInFlight, MaxInFlightLimit)

@@ -42,6 +42,10 @@ var wireLimits = []wireLimit{
 		"MaxConns", func(l *server.WireLimits) any { return &l.MaxConns }},
 	{"max.in.flight", "1", "requests %[1]s reads from one connection ahead of their answers (1 to 1024); 1 reads the next one only once the previous one is answered, as a Kafka broker does",
 		"MaxInFlight", func(l *server.WireLimits) any { return &l.MaxInFlight }},
+	{"max.queued.bytes", "268435456", "bytes of request frames %[1]s holds at once over all its connections; a connection whose next frame does not fit waits (not below max.frame.bytes; Kafka: queued.max.request.bytes)",
+		"MaxQueuedBytes", func(l *server.WireLimits) any { return &l.MaxQueuedBytes }},
+	{"max.unauthenticated.frame.bytes", "524288", "largest request frame %[1]s takes from a connection that has not yet logged in with SASL (Kafka: sasl.server.max.receive.size)",
+		"MaxUnauthenticatedFrameBytes", func(l *server.WireLimits) any { return &l.MaxUnauthenticatedFrameBytes }},
 }
 
 // wireListener is a Kafka listener a node may run.

@@ -73,6 +73,9 @@ func TestLimitSettingsPrecedence(t *testing.T) {
 			vals, want = []string{"7s", "8000", "9s"}, []any{7 * time.Second, 8 * time.Second, 9 * time.Second}
 		case strings.HasSuffix(s.key, ".max.in.flight"):
 			vals, want = []string{"2", "3", "4"}, []any{2, 3, 4}
+		case strings.HasSuffix(s.key, ".max.queued.bytes"):
+			// Not below the default max.frame.bytes.
+			vals, want = []string{"200000000", "300000000", "400000000"}, []any{200000000, 300000000, 400000000}
 		}
 		file := s.key + " = " + vals[0] + "\n"
 		env := []string{envName(s.key) + "=" + vals[1]}
@@ -127,6 +130,8 @@ func TestLimitSettingsRefused(t *testing.T) {
 		{"listener.max.frame.bytes = 2147483648\n", nil, "listener.max.frame.bytes (from n.conf line 1): 2147483648 is above the hard limit 2147483647"},
 		{"", []string{"CTRLNODE_BROKER_LISTENER_MAX_FRAME_BYTES=100"}, "broker.listener.max.frame.bytes (from env CTRLNODE_BROKER_LISTENER_MAX_FRAME_BYTES): 100 is below 1024 bytes"},
 		{"listener.max.in.flight = 1025\n", nil, "listener.max.in.flight (from n.conf line 1): 1025 is above 1024"},
+		{"listener.max.queued.bytes = 1000000\n", nil, "listener.max.queued.bytes (from n.conf line 1): 1000000 is below MaxFrameBytes (104857600)"},
+		{"", []string{"CTRLNODE_LISTENER_MAX_UNAUTHENTICATED_FRAME_BYTES=512"}, "listener.max.unauthenticated.frame.bytes (from env CTRLNODE_LISTENER_MAX_UNAUTHENTICATED_FRAME_BYTES): 512 is below 1024 bytes"},
 		{"", []string{"CTRLNODE_RAFT_TLS_HANDSHAKE_TIMEOUT=0"}, `raft.tls.handshake.timeout (from env CTRLNODE_RAFT_TLS_HANDSHAKE_TIMEOUT): "0" is not positive`},
 		{"broker.listener.write.timeout = 1h\nbroker.listener.max.connections = 1e4\n", nil, `broker.listener.max.connections (from n.conf line 2): "1e4" is not a whole number`},
 	} {
@@ -145,7 +150,7 @@ func TestLimitDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := server.WireLimits{MaxFrameBytes: 100 << 20, IdleTimeout: 10 * time.Minute, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, MaxConns: 10000, MaxInFlight: 1}
+		WriteTimeout: 30 * time.Second, MaxConns: 10000, MaxInFlight: 1, MaxQueuedBytes: 256 << 20, MaxUnauthenticatedFrameBytes: 512 << 10}
 	if nc.ListenerLimits != want || nc.BrokerListenerLimits != want {
 		t.Errorf("limits %+v and %+v, want %+v", nc.ListenerLimits, nc.BrokerListenerLimits, want)
 	}

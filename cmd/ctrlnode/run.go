@@ -90,6 +90,11 @@ Settings:`)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)
+	// SIGHUP too: by default it would kill the process. One that arrives
+	// during start-up is handled once the node runs.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
 
 	s, err := server.Start(nc.Config)
 	if err != nil {
@@ -135,16 +140,13 @@ Settings:`)
 	if s.Node != nil {
 		go reportLeadership(ctx, s, stdout)
 	}
-	hups := make(chan os.Signal, 1)
-	if len(tlsSets) > 0 {
-		signal.Notify(hups, syscall.SIGHUP)
-		defer signal.Stop(hups)
-	}
 	var sig os.Signal
 	for sig == nil {
 		select {
 		case <-hups:
-			if err := s.ReloadTLS(); err != nil {
+			if len(tlsSets) == 0 {
+				logger.Info("SIGHUP: nothing to reload (no TLS configured)")
+			} else if err := s.ReloadTLS(); err != nil {
 				logger.Error("SIGHUP: TLS reload failed; where it failed the certificate loaded before stays in use", "error", err)
 			} else {
 				for _, set := range tlsSets {
