@@ -80,61 +80,82 @@ func (c *Controller) compute(a *activation, r *round, events []*event) int {
 	}
 	start := time.Now()
 	now := c.cfg.Clock.Now()
+	// Over a round in flight, each event takes the image's read lock on
+	// its own: that round's apply, which waits for the write lock, gets
+	// in between two events instead of waiting for all of them.
+	step := len(events)
+	if r.over != nil {
+		step = 1
+	}
 	n := 0
-	c.cfg.FSM.View(func(im *fsm.Image) {
-		if r.over != nil && im.AppliedIndex() != r.over.base {
-			return
+	for n < len(events) && !r.endRound {
+		took := 0
+		c.cfg.FSM.View(func(im *fsm.Image) { took = c.computeIn(a, r, im, events[n:min(n+step, len(events))], now) })
+		if took == 0 {
+			break
 		}
-		open := func() {
-			if r.over != nil {
-				r.txn = r.over.txn.Child()
-			} else {
-				r.txn, r.base = fsm.NewTxn(im, im.AppliedIndex()+1), im.AppliedIndex()
-			}
-		}
-		if r.txn == nil {
-			open()
-		}
-		for _, ev := range events {
-			// The round's first event stages straight into the round's
-			// Txn (a failure then just opens it again): large events
-			// come alone, and one Txn level fewer halves their lookups.
-			first := r.txn.Empty()
-			child := r.txn
-			if !first {
-				child = r.txn.Child()
-			}
-			ec := &eventCtx{c: c, act: a, txn: child, plan: newPlan(), now: now, log: c.log}
-			v, err := safeCompute(ev, ec)
-			sp := eventSpan{value: v, err: err}
-			if !first {
-				sp.start = r.txn.Len()
-			}
-			switch {
-			case err == nil && first:
-				r.plan.merge(ec.plan)
-				sp.ok = true
-			case err == nil:
-				r.txn.Merge(child)
-				r.plan.merge(ec.plan)
-				sp.ok = true
-			case first:
-				open()
-			}
-			sp.end = r.txn.Len()
-			r.spans = append(r.spans, sp)
-			r.queued = append(r.queued, max(now.Sub(ev.enqueued), 0))
-			n++
-			if ec.endRound {
-				r.endRound = true
-				break
-			}
-		}
-	})
+		n += took
+	}
 	r.batch = append(r.batch, events[:n]...)
 	r.compute += time.Since(start)
 	if c.computed != nil && n > 0 {
 		c.computed(n, r.over != nil)
+	}
+	return n
+}
+
+// computeIn computes events into r under the image's read lock, and
+// returns how many it took: none over a round in flight once the image
+// has moved past that round's base.
+func (c *Controller) computeIn(a *activation, r *round, im *fsm.Image, events []*event, now time.Time) int {
+	if r.over != nil && im.AppliedIndex() != r.over.base {
+		return 0
+	}
+	open := func() {
+		if r.over != nil {
+			r.txn = r.over.txn.Child()
+		} else {
+			r.txn, r.base = fsm.NewTxn(im, im.AppliedIndex()+1), im.AppliedIndex()
+		}
+	}
+	if r.txn == nil {
+		open()
+	}
+	n := 0
+	for _, ev := range events {
+		// The round's first event stages straight into the round's Txn
+		// (a failure then just opens it again): large events come alone,
+		// and one Txn level fewer halves their lookups.
+		first := r.txn.Empty()
+		child := r.txn
+		if !first {
+			child = r.txn.Child()
+		}
+		ec := &eventCtx{c: c, act: a, txn: child, plan: newPlan(), now: now, log: c.log}
+		v, err := safeCompute(ev, ec)
+		sp := eventSpan{value: v, err: err}
+		if !first {
+			sp.start = r.txn.Len()
+		}
+		switch {
+		case err == nil && first:
+			r.plan.merge(ec.plan)
+			sp.ok = true
+		case err == nil:
+			r.txn.Merge(child)
+			r.plan.merge(ec.plan)
+			sp.ok = true
+		case first:
+			open()
+		}
+		sp.end = r.txn.Len()
+		r.spans = append(r.spans, sp)
+		r.queued = append(r.queued, max(now.Sub(ev.enqueued), 0))
+		n++
+		if ec.endRound {
+			r.endRound = true
+			break
+		}
 	}
 	return n
 }
