@@ -450,8 +450,13 @@ func (tx *Txn) TopicByName(name string) *Topic {
 
 func (tx *Txn) NumPartitions() int { return tx.base.(Reader).NumPartitions() + tx.delta }
 
+// Brokers returns the brokers as staged, in ascending id order: the
+// base's own slice when no broker is staged, so read it, do not change it.
 func (tx *Txn) Brokers() []*Broker {
 	base := tx.base.(Reader).Brokers()
+	if len(tx.brokers) == 0 {
+		return base
+	}
 	out := make([]*Broker, 0, len(base)+len(tx.brokers))
 	for _, b := range base {
 		if _, staged := tx.brokers[b.ID]; !staged {
