@@ -84,6 +84,10 @@ type Controller struct {
 	// resumers are run by the first event after activation, to pick up
 	// multi-step work (deletions, reassignments) where the log left it.
 	resumers []func(*eventCtx) error
+
+	// computed, if set (tests only), is told how many events the loop
+	// computed at a time, and whether over a round still committing.
+	computed func(events int, overInFlight bool)
 }
 
 // activation is one term as active controller.

@@ -64,41 +64,74 @@ func (c *Controller) runLoop(a *activation) {
 	tick := time.NewTicker(c.tickInterval())
 	defer tick.Stop()
 	var pending []*event
+	// inflight is the round being committed; next is computed over it
+	// meanwhile, and proposed once it has committed.
+	var inflight, next *round
 	for {
-		if len(pending) == 0 {
-			select {
-			case <-a.stop:
-				c.failQueued(a)
-				return
-			case ev := <-a.events:
-				pending = append(pending, ev)
-			case <-tick.C:
-				pending = append(pending, c.sessionCheckEvent())
+		if len(pending) > 0 {
+			if next == nil {
+				next = newRound(inflight)
 			}
+			pending = pending[c.compute(a, next, pending):]
 		}
-	drain:
-		for len(pending) < c.cfg.MaxEventsPerRound {
-			select {
-			case ev := <-a.events:
-				pending = append(pending, ev)
-			default:
-				break drain
+		if inflight == nil && next != nil {
+			inflight, next = next, nil
+			c.proposeRound(inflight)
+			continue
+		}
+		var committed <-chan struct{}
+		if inflight != nil {
+			committed = inflight.done
+		}
+		select {
+		case <-a.stop:
+			if inflight != nil {
+				<-inflight.done
+				c.finish(a, inflight)
 			}
-		}
-		rest, err := c.runRound(a, pending)
-		pending = rest
-		if errors.Is(err, errLeadershipLost) {
-			c.log.Warn("leadership lost: active controller stopping", "epoch", a.epoch, "error", err)
+			failRound(next, ErrNotController)
 			for _, ev := range pending {
 				ev.done <- eventResult{err: ErrNotController}
 			}
 			c.failQueued(a)
-			c.mu.Lock()
-			if c.active == a {
-				c.active = nil
-			}
-			c.mu.Unlock()
 			return
+		case ev := <-a.events:
+			pending = append(pending, ev)
+		drain:
+			for len(pending) < c.cfg.MaxEventsPerRound {
+				select {
+				case ev := <-a.events:
+					pending = append(pending, ev)
+				default:
+					break drain
+				}
+			}
+		case <-tick.C:
+			pending = append(pending, c.sessionCheckEvent())
+		case <-committed:
+			r := inflight
+			inflight = nil
+			err := c.finish(a, r)
+			if next != nil && next.over == r && !c.rebase(next) {
+				// Computed over changes that did not all commit: its
+				// events go back to the front of the queue, to be
+				// computed again over the image (or failed below).
+				pending = append(next.batch[:len(next.batch):len(next.batch)], pending...)
+				next = nil
+			}
+			if errors.Is(err, errLeadershipLost) {
+				c.log.Warn("leadership lost: active controller stopping", "epoch", a.epoch, "error", err)
+				for _, ev := range pending {
+					ev.done <- eventResult{err: ErrNotController}
+				}
+				c.failQueued(a)
+				c.mu.Lock()
+				if c.active == a {
+					c.active = nil
+				}
+				c.mu.Unlock()
+				return
+			}
 		}
 	}
 }
@@ -126,119 +159,16 @@ func (c *Controller) failQueued(a *activation) {
 	}
 }
 
-// eventSpan is where an event's records sit in its round.
-type eventSpan struct {
-	ok         bool
-	start, end int
-	value      any
-	err        error
-}
-
 // runRound computes events against the image until one asks to end the
-// round, proposes their records, and on commit sends the planned requests
-// and answers the callers. It returns the events it did not get to.
+// round, proposes their records, and once they have committed sends the
+// planned requests and answers the callers. It returns the events it did
+// not get to.
 func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
-	now := c.cfg.Clock.Now()
-	computeStart := time.Now()
-	spans := make([]eventSpan, 0, len(batch))
-	var records []rl.Record
-	var staged int // records as Txn.Len counts them
-	rp := newPlan()
-	c.cfg.FSM.View(func(im *fsm.Image) {
-		txn := fsm.NewTxn(im, im.AppliedIndex()+1)
-		for _, ev := range batch {
-			// The round's first event stages straight into the round's
-			// Txn (a failure then just starts the round over empty):
-			// large events come alone, and one Txn level fewer halves
-			// their lookups.
-			first := txn.Empty()
-			child := txn
-			if !first {
-				child = txn.Child()
-			}
-			ec := &eventCtx{c: c, act: a, txn: child, plan: newPlan(), now: now, log: c.log}
-			v, err := safeCompute(ev, ec)
-			sp := eventSpan{value: v, err: err, start: 0}
-			if !first {
-				sp.start = txn.Len()
-			}
-			switch {
-			case err == nil && first:
-				rp.merge(ec.plan)
-				sp.ok = true
-			case err == nil:
-				txn.Merge(child)
-				rp.merge(ec.plan)
-				sp.ok = true
-			case first:
-				txn = fsm.NewTxn(im, im.AppliedIndex()+1)
-			}
-			sp.end = txn.Len()
-			spans = append(spans, sp)
-			if ec.endRound {
-				break
-			}
-		}
-		records, staged = txn.Records(), txn.Len()
-	})
-	rest := batch[len(spans):]
-
-	proposeStart := time.Now()
-	// A packed record applies all or none: it must not hold the changes
-	// of two events, whose outcomes are reported apart.
-	var starts []int
-	for _, sp := range spans {
-		if sp.ok && sp.end > sp.start {
-			starts = append(starts, sp.start)
-		}
-	}
-	indexes, rejected, err := c.propose(records, starts)
-	committed := time.Now()
-	if err != nil {
-		for i, sp := range spans {
-			if sp.ok {
-				batch[i].done <- eventResult{err: fmt.Errorf("%w (%v)", ErrNotController, err)}
-			} else {
-				batch[i].done <- eventResult{err: sp.err}
-			}
-		}
-		return rest, err
-	}
-	c.observeRound(batch[:len(spans)], now, computeStart, proposeStart, committed, staged, len(indexes))
-	last := c.cfg.FSM.AppliedIndex()
-	if n := len(indexes); n > 0 {
-		last = indexes[n-1]
-	}
-	if !rp.empty() {
-		c.send(rp, a, last)
-	}
-	if len(records) > 0 {
-		c.log.Debug("round committed", "events", len(spans), "records", staged, "entries", len(indexes),
-			"compute", proposeStart.Sub(computeStart).String(), "commit", committed.Sub(proposeStart).String(),
-			"send", time.Since(committed).String())
-	}
-	for i, sp := range spans {
-		ev := batch[i]
-		if !sp.ok {
-			ev.done <- eventResult{err: sp.err}
-			continue
-		}
-		if rj := rejectedIn(rejected, sp.start, sp.end); rj != nil {
-			c.log.Error("the FSM rejected a record the controller had staged", "event", ev.name, "error", rj)
-			ev.done <- eventResult{err: kafkaErr(unknownServerError, "%v", rj)}
-			continue
-		}
-		idx := last
-		if sp.end > sp.start {
-			idx = indexes[(sp.start)/c.cfg.MaxRecordsPerEntry]
-		}
-		v := sp.value
-		if ev.finish != nil {
-			v = ev.finish(v, idx)
-		}
-		ev.done <- eventResult{value: v, index: idx}
-	}
-	return rest, nil
+	r := newRound(nil)
+	n := c.compute(a, r, batch)
+	c.proposeRound(r)
+	<-r.done
+	return batch[n:], c.finish(a, r)
 }
 
 func safeCompute(ev *event, ec *eventCtx) (v any, err error) {

@@ -23,24 +23,15 @@ type Observer interface {
 }
 
 // observeRound reports a committed round to the configured observer.
-func (c *Controller) observeRound(batch []*event, roundStart time.Time, computeStart, proposeStart, committed time.Time, records, entries int) {
+func (c *Controller) observeRound(r *round) {
 	o := c.cfg.Observer
 	if o == nil {
 		return
 	}
-	qt := make([]time.Duration, len(batch))
-	for i, ev := range batch {
-		if ev.enqueued.IsZero() {
-			continue
-		}
-		if d := roundStart.Sub(ev.enqueued); d > 0 {
-			qt[i] = d
-		}
-	}
-	st := RoundStats{Events: len(batch), Records: records, Entries: entries, QueueTimes: qt,
-		Compute: proposeStart.Sub(computeStart)}
-	if records > 0 {
-		st.Commit = committed.Sub(proposeStart)
+	st := RoundStats{Events: len(r.batch), Records: r.staged, Entries: len(r.indexes), QueueTimes: r.queued,
+		Compute: r.compute}
+	if r.staged > 0 {
+		st.Commit = r.committed.Sub(r.proposed)
 	}
 	o.RoundCommitted(st)
 }

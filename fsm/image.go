@@ -128,12 +128,16 @@ type Image struct {
 	controllerEpoch int32
 	controllerNode  int32
 	brokers         map[int32]*Broker
-	topics          map[raftlog.TopicID]*Topic
-	byName          map[string]raftlog.TopicID
-	partitions      int // existing partitions over all topics
-	appliedIndex    uint64
-	snapGen         uint64
-	sec             *Security
+	// brokerList holds brokers in ascending id order, for the many
+	// readers that walk them all; replaced on every change, never
+	// changed in place, so a reader may keep the slice it was given.
+	brokerList   []*Broker
+	topics       map[raftlog.TopicID]*Topic
+	byName       map[string]raftlog.TopicID
+	partitions   int // existing partitions over all topics
+	appliedIndex uint64
+	snapGen      uint64
+	sec          *Security
 	// frozen counts the frozen views (snapshots being written, state
 	// hashes) that may still read topics of an older generation.
 	frozen int
@@ -163,14 +167,18 @@ func (im *Image) AppliedIndex() uint64 { return im.appliedIndex }
 // Broker returns broker id, or nil.
 func (im *Image) Broker(id int32) *Broker { return im.brokers[id] }
 
-// Brokers returns all brokers in ascending id order.
-func (im *Image) Brokers() []*Broker {
+// Brokers returns all brokers in ascending id order. The slice is
+// shared: read it, do not change it.
+func (im *Image) Brokers() []*Broker { return im.brokerList }
+
+// listBrokers rebuilds brokerList after a change to brokers.
+func (im *Image) listBrokers() {
 	out := make([]*Broker, 0, len(im.brokers))
 	for _, b := range im.brokers {
 		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	im.brokerList = out
 }
 
 // Topic returns the topic with the given id, or nil.

@@ -350,6 +350,7 @@ func readBody(r *reader) (*Image, error) {
 		im.brokers[be.ID] = &Broker{ID: be.ID, Incarnation: be.Incarnation, Epoch: be.Epoch, Endpoints: be.Endpoints,
 			Rack: be.Rack, Fenced: be.Fenced, ShuttingDown: be.ShuttingDown}
 	}
+	im.listBrokers()
 	nt := r.count("topic count", 1)
 	slots := r.count("partition count", 1)
 	seen := 0

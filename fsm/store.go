@@ -47,8 +47,8 @@ func (im *Image) topic(id rl.TopicID) *Topic {
 
 func (im *Image) writableTopic(id rl.TopicID) *Topic        { return im.mutableTopic(id) }
 func (im *Image) broker(id int32) *Broker                   { return im.brokers[id] }
-func (im *Image) putBroker(b *Broker)                       { im.brokers[b.ID] = b }
-func (im *Image) deleteBroker(id int32)                     { delete(im.brokers, id) }
+func (im *Image) putBroker(b *Broker)                       { im.brokers[b.ID] = b; im.listBrokers() }
+func (im *Image) deleteBroker(id int32)                     { delete(im.brokers, id); im.listBrokers() }
 func (im *Image) controller() (int32, int32)                { return im.controllerEpoch, im.controllerNode }
 func (im *Image) setController(e, n int32)                  { im.controllerEpoch, im.controllerNode = e, n }
 func (im *Image) addPartitionCount(d int)                   { im.partitions += d }

@@ -148,6 +148,16 @@ func (tx *Txn) newPartition(v Partition) *Partition {
 // Child opens a Txn over this one; Merge folds it back.
 func (tx *Txn) Child() *Txn { return newTxn(tx, tx.index) }
 
+// Rebase puts the image in place of this Txn's parent once the parent's
+// changes are all in the image: the controller computes a round over the
+// round being committed, and once that one has committed, computes the
+// next over this one with the image below. It is only valid when the
+// image holds exactly the parent's changes over the parent's own base.
+func (tx *Txn) Rebase(im *Image) {
+	tx.base, tx.img = im, im
+	tx.lastSet, tx.lastStage, tx.lastBase = false, nil, nil
+}
+
 // Apply stages records in order, all or none: on the first rejected record
 // it returns that record's error and the Txn is as it was.
 func (tx *Txn) Apply(records ...rl.Record) error {
@@ -440,8 +450,13 @@ func (tx *Txn) TopicByName(name string) *Topic {
 
 func (tx *Txn) NumPartitions() int { return tx.base.(Reader).NumPartitions() + tx.delta }
 
+// Brokers returns the brokers as staged, in ascending id order: the
+// base's own slice when no broker is staged, so read it, do not change it.
 func (tx *Txn) Brokers() []*Broker {
 	base := tx.base.(Reader).Brokers()
+	if len(tx.brokers) == 0 {
+		return base
+	}
 	out := make([]*Broker, 0, len(base)+len(tx.brokers))
 	for _, b := range base {
 		if _, staged := tx.brokers[b.ID]; !staged {

@@ -115,3 +115,49 @@ func TestTxnChildMergeAndDiscard(t *testing.T) {
 		}
 	})
 }
+
+// TestTxnRebase: a Txn computed over a parent Txn stands on the image
+// alone once the parent's records are applied: its own changes stay, the
+// parent's are read from the image, counted once.
+func TestTxnRebase(t *testing.T) {
+	tf := newTestFSM(t)
+	id := tf.seed(4, 1, 2, 3)
+	fresh := topicID(60)
+	var parentRecs []rl.Record
+	var child *Txn
+	tf.View(func(im *Image) {
+		parent := NewTxn(im, im.AppliedIndex()+1)
+		if err := parent.Apply(&rl.Topic{TopicID: fresh, Name: "fresh"}, &rl.Partition{TopicID: fresh, Partition: 0, Replicas: []int32{1, 2}}); err != nil {
+			t.Fatal(err)
+		}
+		parentRecs = parent.Records()
+		child = parent.Child()
+		if err := child.Apply(&rl.Partition{TopicID: fresh, Partition: 1, Replicas: []int32{2, 3}},
+			&rl.PartitionChange{TopicID: id, PartitionEpoch: 1, Set: rl.ChangeISR, ISR: []int32{1, 2}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := child.NumPartitions(); n != 3 {
+			t.Fatalf("child over its parent counts %d partitions, want 3", n)
+		}
+	})
+	tf.mustCommit(parentRecs...)
+	tf.View(func(im *Image) {
+		child.Rebase(im)
+		if n := child.NumPartitions(); n != 3 {
+			t.Fatalf("rebased child counts %d partitions, want 3 (the parent's counted once)", n)
+		}
+		if child.PartitionCount(fresh) != 2 || child.Partition(fresh, 0) == nil || child.Partition(fresh, 1) == nil {
+			t.Fatal("rebased child lost a partition of the parent's topic")
+		}
+		if p := child.Partition(id, 0); p.PartitionEpoch != 2 || len(p.ISR) != 2 {
+			t.Fatalf("rebased child lost its own change: %+v", p)
+		}
+		// What it stages next is checked against the image.
+		if err := child.Apply(&rl.PartitionChange{TopicID: id, PartitionEpoch: 2, Set: rl.ChangeLeader, Leader: 2}); err != nil {
+			t.Fatalf("staging over the rebased child: %v", err)
+		}
+	})
+	if tf.partition(id, 0).PartitionEpoch != 1 {
+		t.Fatal("the child's changes reached the image")
+	}
+}

@@ -1,0 +1,282 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// The tests here hold a round's entry uncommitted and check what the
+// loop does meanwhile: it computes the events that arrive over the
+// round in flight, answers none of them before the round below has
+// committed and their own has, and when the round below fails or the log
+// holds something else, computes nothing over a state the log never had.
+
+// heldLog is a MemLog whose entries, while holding, wait unapplied until
+// the test commits or fails them, one at a time.
+type heldLog struct {
+	*MemLog
+	mu      sync.Mutex
+	holding bool
+	held    chan *heldEntry
+}
+
+type heldEntry struct {
+	data []byte
+	done chan struct{}
+	f    raft.ApplyFuture
+}
+
+func (e *heldEntry) Error() error          { <-e.done; return e.f.Error() }
+func (e *heldEntry) Index() uint64         { <-e.done; return e.f.Index() }
+func (e *heldEntry) Response() interface{} { <-e.done; return e.f.Response() }
+
+func (l *heldLog) Apply(data []byte, timeout time.Duration) raft.ApplyFuture {
+	l.mu.Lock()
+	holding := l.holding
+	l.mu.Unlock()
+	if !holding {
+		return l.MemLog.Apply(data, timeout)
+	}
+	e := &heldEntry{data: data, done: make(chan struct{})}
+	l.held <- e
+	return e
+}
+
+func (l *heldLog) hold() { l.mu.Lock(); l.holding = true; l.mu.Unlock() }
+
+// next waits for the next entry proposed while holding.
+func (l *heldLog) next(t *testing.T) *heldEntry {
+	t.Helper()
+	select {
+	case e := <-l.held:
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no entry was proposed")
+		return nil
+	}
+}
+
+func (l *heldLog) commit(e *heldEntry) { e.f = l.MemLog.Apply(e.data, 0); close(e.done) }
+func (l *heldLog) fail(e *heldEntry) {
+	e.f = &memFuture{err: raft.ErrLeadershipLost}
+	close(e.done)
+}
+
+// nothingProposed checks that no entry waits to be committed.
+func (l *heldLog) nothingProposed(t *testing.T) {
+	t.Helper()
+	select {
+	case e := <-l.held:
+		t.Fatalf("an entry of %d bytes was proposed", len(e.data))
+	default:
+	}
+}
+
+type pipelineEnv struct {
+	t   *testing.T
+	ctx context.Context
+	fsm *fsm.FSM
+	log *heldLog
+	c   *Controller
+	// computed receives, per compute, whether it ran over a round still
+	// committing, once for each event computed.
+	computed chan bool
+}
+
+func newPipelineEnv(t *testing.T) *pipelineEnv {
+	e := &pipelineEnv{t: t, ctx: context.Background(), computed: make(chan bool, 64)}
+	e.fsm = fsm.New(fsm.Options{Halt: func(err error) { t.Errorf("fsm halted: %v", err) }})
+	e.log = &heldLog{MemLog: NewMemLog(e.fsm), held: make(chan *heldEntry, 16)}
+	e.c = New(Config{NodeID: 1, FSM: e.fsm, Log: e.log, Sender: NewRecordingSender(), SessionTimeout: time.Hour,
+		Clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}})
+	e.c.computed = func(n int, over bool) {
+		for range n {
+			e.computed <- over
+		}
+	}
+	e.c.Activate()
+	if err := e.c.WaitReady(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.c.Deactivate)
+	// A test that fails with an entry held must not leave the loop
+	// waiting for it.
+	t.Cleanup(func() {
+		e.log.mu.Lock()
+		e.log.holding = false
+		e.log.mu.Unlock()
+		for {
+			select {
+			case h := <-e.log.held:
+				e.log.fail(h)
+			default:
+				return
+			}
+		}
+	})
+	for id := int32(1); id <= 3; id++ {
+		ep, err := e.c.RegisterBroker(e.ctx, BrokerRegistration{BrokerID: id, IncarnationID: rl.IncarnationID{byte(id), 1},
+			Endpoints: []rl.Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: uint16(9000 + id)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.c.Heartbeat(e.ctx, Heartbeat{BrokerID: id, BrokerEpoch: ep, MetadataOffset: e.log.Index()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(e.computed) > 0 {
+		<-e.computed
+	}
+	return e
+}
+
+// create starts creating a one-partition topic and returns where its
+// outcome will arrive.
+func (e *pipelineEnv) create(name string) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		res := e.c.CreateTopics(e.ctx, []CreateTopic{{Name: name, NumPartitions: 1, ReplicationFactor: 3}}, false)
+		out <- res[0].Err
+	}()
+	return out
+}
+
+// awaitComputed waits until n events have been computed and checks
+// whether they ran over a round in flight.
+func (e *pipelineEnv) awaitComputed(n int, over bool) {
+	e.t.Helper()
+	for range n {
+		select {
+		case got := <-e.computed:
+			if got != over {
+				e.t.Fatalf("an event computed with a round in flight = %v, want %v", got, over)
+			}
+		case <-time.After(10 * time.Second):
+			e.t.Fatal("events were not computed")
+		}
+	}
+}
+
+func unanswered(t *testing.T, what string, chs ...<-chan error) {
+	t.Helper()
+	for _, ch := range chs {
+		select {
+		case err := <-ch:
+			t.Fatalf("%s: answered (%v) before the round below it committed", what, err)
+		default:
+		}
+	}
+}
+
+func outcome(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+		return nil
+	}
+}
+
+func (e *pipelineEnv) topicExists(name string) bool {
+	var ok bool
+	e.fsm.View(func(im *fsm.Image) { ok = im.TopicByName(name) != nil })
+	return ok
+}
+
+func TestNextRoundComputedWhileOneCommits(t *testing.T) {
+	e := newPipelineEnv(t)
+	e.log.hold()
+	first := e.create("a")
+	e.awaitComputed(1, false)
+	r1 := e.log.next(t)
+
+	// While the first round commits, a duplicate of its topic and a new
+	// one are computed over it: the duplicate is refused because of a
+	// creation that has not committed yet.
+	dup, second := e.create("a"), e.create("b")
+	e.awaitComputed(2, true)
+	e.log.nothingProposed(t)
+	unanswered(t, "computed over the round in flight", first, dup, second)
+
+	e.log.commit(r1)
+	if err := outcome(t, first); err != nil {
+		t.Fatalf("first creation: %v", err)
+	}
+	// The second round goes out once the first has committed, and its
+	// callers, the refused one included, wait for its commit.
+	r2 := e.log.next(t)
+	unanswered(t, "in a round not yet committed", dup, second)
+	e.log.commit(r2)
+	if err := outcome(t, dup); !errors.Is(err, kerr.TopicAlreadyExists) {
+		t.Fatalf("duplicate: %v, want TOPIC_ALREADY_EXISTS", err)
+	}
+	if err := outcome(t, second); err != nil {
+		t.Fatalf("second creation: %v", err)
+	}
+	if !e.topicExists("a") || !e.topicExists("b") {
+		t.Fatal("a created topic is missing")
+	}
+}
+
+func TestRoundOverAFailedOneIsNeverProposed(t *testing.T) {
+	e := newPipelineEnv(t)
+	e.log.hold()
+	first := e.create("a")
+	e.awaitComputed(1, false)
+	r1 := e.log.next(t)
+	dup, second := e.create("a"), e.create("b")
+	e.awaitComputed(2, true)
+
+	e.log.fail(r1)
+	for name, ch := range map[string]<-chan error{"first": first, "duplicate": dup, "second": second} {
+		if err := outcome(t, ch); !errors.Is(err, ErrNotController) {
+			t.Fatalf("%s: %v, want NOT_CONTROLLER", name, err)
+		}
+	}
+	e.log.nothingProposed(t)
+	if e.topicExists("a") || e.topicExists("b") {
+		t.Fatal("a topic exists although nothing committed")
+	}
+}
+
+func TestRoundOverAnotherIsComputedAgainWhenTheLogHoldsMore(t *testing.T) {
+	e := newPipelineEnv(t)
+	e.log.hold()
+	first := e.create("a")
+	e.awaitComputed(1, false)
+	r1 := e.log.next(t)
+	second := e.create("b")
+	e.awaitComputed(1, true)
+
+	// Someone else's entry lands before the first round's: the second
+	// round was computed over a state the log never had ("b" free).
+	id := rl.TopicID{0xb}
+	foreign, err := rl.EncodeBatch([]rl.Record{&rl.Topic{TopicID: id, Name: "b"},
+		&rl.Partition{TopicID: id, Partition: 0, Replicas: []int32{1, 2, 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.log.MemLog.Apply(foreign, 0).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.log.commit(r1)
+	if err := outcome(t, first); err != nil {
+		t.Fatalf("first creation: %v", err)
+	}
+	e.awaitComputed(1, false) // computed again, over the image
+	if err := outcome(t, second); !errors.Is(err, kerr.TopicAlreadyExists) {
+		t.Fatalf("second creation: %v, want TOPIC_ALREADY_EXISTS (the topic another entry created)", err)
+	}
+	e.log.nothingProposed(t)
+}

@@ -1,0 +1,284 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+)
+
+// round is one group commit of the event loop: events computed into one
+// Txn, proposed as log entries, and finished once those have committed
+// (callers answered, requests sent).
+//
+// While a round commits, the loop computes the events that arrive into
+// the next round, over the committing round's Txn: raft writes and
+// replicates while the controller computes, and every event that arrives
+// during a commit goes out with the next one. The next round is proposed
+// only once the one before it has committed, and is rebased onto the
+// image then. Its callers are answered only after its own commit, so no
+// answer ever rests on a change that did not commit: if the round below
+// fails, the events computed over it fail with NOT_CONTROLLER or are
+// computed again.
+type round struct {
+	batch []*event
+	spans []eventSpan // one per event of batch
+	// queued is how long each event of batch waited before its compute.
+	queued []time.Duration
+	txn    *fsm.Txn
+	plan   *plan
+	// over is the round in flight that txn was opened over, until it
+	// commits and txn is rebased onto the image; base is the image's
+	// applied index under txn from then on.
+	over *round
+	base uint64
+	// overlapped: part of the round was computed while the round before
+	// it committed.
+	overlapped bool
+	// endRound: an event asked that nothing more be computed in or over
+	// this round before it commits (a broker's epoch is its entry's index).
+	endRound bool
+	compute  time.Duration
+
+	// Set by proposeRound; the rest once done is closed.
+	proposed  time.Time
+	done      chan struct{}
+	records   []rl.Record
+	staged    int // records as Txn.Len counts them
+	indexes   []uint64
+	rejected  []globalRejection
+	err       error
+	committed time.Time
+}
+
+// eventSpan is where an event's records sit in its round.
+type eventSpan struct {
+	ok         bool
+	start, end int
+	value      any
+	err        error
+}
+
+func newRound(over *round) *round {
+	return &round{plan: newPlan(), over: over, overlapped: over != nil}
+}
+
+// compute computes events into r in order, until one asks to end the
+// round or the round is full, and returns how many it took. Over a round
+// in flight it takes none once the image has moved past that round's
+// base (the round has started to apply): they wait for its commit.
+func (c *Controller) compute(a *activation, r *round, events []*event) int {
+	if r.endRound || (r.over != nil && r.over.endRound) {
+		return 0
+	}
+	if room := c.cfg.MaxEventsPerRound - len(r.batch); len(events) > room {
+		events = events[:max(room, 0)]
+	}
+	if len(events) == 0 {
+		return 0
+	}
+	start := time.Now()
+	now := c.cfg.Clock.Now()
+	// Over a round in flight, each event takes the image's read lock on
+	// its own: that round's apply, which waits for the write lock, gets
+	// in between two events instead of waiting for all of them.
+	step := len(events)
+	if r.over != nil {
+		step = 1
+	}
+	n := 0
+	for n < len(events) && !r.endRound {
+		took := 0
+		c.cfg.FSM.View(func(im *fsm.Image) { took = c.computeIn(a, r, im, events[n:min(n+step, len(events))], now) })
+		if took == 0 {
+			break
+		}
+		n += took
+	}
+	r.batch = append(r.batch, events[:n]...)
+	r.compute += time.Since(start)
+	if c.computed != nil && n > 0 {
+		c.computed(n, r.over != nil)
+	}
+	return n
+}
+
+// computeIn computes events into r under the image's read lock, and
+// returns how many it took: none over a round in flight once the image
+// has moved past that round's base.
+func (c *Controller) computeIn(a *activation, r *round, im *fsm.Image, events []*event, now time.Time) int {
+	if r.over != nil && im.AppliedIndex() != r.over.base {
+		return 0
+	}
+	open := func() {
+		if r.over != nil {
+			r.txn = r.over.txn.Child()
+		} else {
+			r.txn, r.base = fsm.NewTxn(im, im.AppliedIndex()+1), im.AppliedIndex()
+		}
+	}
+	if r.txn == nil {
+		open()
+	}
+	n := 0
+	for _, ev := range events {
+		// The round's first event stages straight into the round's Txn
+		// (a failure then just opens it again): large events come alone,
+		// and one Txn level fewer halves their lookups.
+		first := r.txn.Empty()
+		child := r.txn
+		if !first {
+			child = r.txn.Child()
+		}
+		ec := &eventCtx{c: c, act: a, txn: child, plan: newPlan(), now: now, log: c.log}
+		v, err := safeCompute(ev, ec)
+		sp := eventSpan{value: v, err: err}
+		if !first {
+			sp.start = r.txn.Len()
+		}
+		switch {
+		case err == nil && first:
+			r.plan.merge(ec.plan)
+			sp.ok = true
+		case err == nil:
+			r.txn.Merge(child)
+			r.plan.merge(ec.plan)
+			sp.ok = true
+		case first:
+			open()
+		}
+		sp.end = r.txn.Len()
+		r.spans = append(r.spans, sp)
+		r.queued = append(r.queued, max(now.Sub(ev.enqueued), 0))
+		n++
+		if ec.endRound {
+			r.endRound = true
+			break
+		}
+	}
+	return n
+}
+
+// proposeRound hands the round's records to the log and returns at once;
+// r.done is closed once they have committed and applied, or failed. A
+// round with nothing to write is done at once.
+func (c *Controller) proposeRound(r *round) {
+	r.done = make(chan struct{})
+	r.proposed = time.Now()
+	if r.txn != nil {
+		r.records, r.staged = r.txn.Records(), r.txn.Len()
+	}
+	if len(r.records) == 0 {
+		r.committed = r.proposed
+		close(r.done)
+		return
+	}
+	// A packed record applies all or none: it must not hold the changes
+	// of two events, whose outcomes are reported apart.
+	var starts []int
+	for _, sp := range r.spans {
+		if sp.ok && sp.end > sp.start {
+			starts = append(starts, sp.start)
+		}
+	}
+	go func() {
+		r.indexes, r.rejected, r.err = c.propose(r.records, starts)
+		r.committed = time.Now()
+		close(r.done)
+	}()
+}
+
+// rebase stands r on the image once the round it was computed over has
+// committed, the image then holding exactly that round's changes. It
+// reports false when it cannot (that round failed or had a record
+// refused, or something else was applied too): r's events must then be
+// computed again.
+func (c *Controller) rebase(r *round) bool {
+	over := r.over
+	if over.err != nil || len(over.rejected) > 0 {
+		return false
+	}
+	// The image must hold over's entries right after over's base and
+	// nothing else: an entry of anyone else's in between, and r was
+	// computed over a state the log never had.
+	for i, idx := range over.indexes {
+		if idx != over.base+1+uint64(i) {
+			return false
+		}
+	}
+	want := over.base + uint64(len(over.indexes))
+	ok := false
+	c.cfg.FSM.View(func(im *fsm.Image) {
+		if im.AppliedIndex() != want {
+			return
+		}
+		if r.txn != nil {
+			r.txn.Rebase(im)
+		}
+		r.over, r.base, ok = nil, want, true
+	})
+	return ok
+}
+
+// finish answers the callers of a round that is done and sends the
+// requests it planned. It returns the round's error: a failed round's
+// events are answered with NOT_CONTROLLER.
+func (c *Controller) finish(a *activation, r *round) error {
+	if r.err != nil {
+		for i, sp := range r.spans {
+			if sp.ok {
+				r.batch[i].done <- eventResult{err: fmt.Errorf("%w (%v)", ErrNotController, r.err)}
+			} else {
+				r.batch[i].done <- eventResult{err: sp.err}
+			}
+		}
+		return r.err
+	}
+	c.observeRound(r)
+	last := c.cfg.FSM.AppliedIndex()
+	if n := len(r.indexes); n > 0 {
+		last = r.indexes[n-1]
+	}
+	sent := time.Now()
+	if !r.plan.empty() {
+		c.send(r.plan, a, last)
+	}
+	if len(r.records) > 0 {
+		c.log.Debug("round committed", "events", len(r.spans), "records", r.staged, "entries", len(r.indexes),
+			"overlapped", r.overlapped, "compute", r.compute.String(), "commit", r.committed.Sub(r.proposed).String(),
+			"send", time.Since(sent).String())
+	}
+	for i, sp := range r.spans {
+		ev := r.batch[i]
+		if !sp.ok {
+			ev.done <- eventResult{err: sp.err}
+			continue
+		}
+		if rj := rejectedIn(r.rejected, sp.start, sp.end); rj != nil {
+			c.log.Error("the FSM rejected a record the controller had staged", "event", ev.name, "error", rj)
+			ev.done <- eventResult{err: kafkaErr(unknownServerError, "%v", rj)}
+			continue
+		}
+		idx := last
+		if sp.end > sp.start {
+			idx = r.indexes[sp.start/c.cfg.MaxRecordsPerEntry]
+		}
+		v := sp.value
+		if ev.finish != nil {
+			v = ev.finish(v, idx)
+		}
+		ev.done <- eventResult{value: v, index: idx}
+	}
+	return nil
+}
+
+// failRound answers every event of a round that was never proposed.
+func failRound(r *round, err error) {
+	if r == nil {
+		return
+	}
+	for _, ev := range r.batch {
+		ev.done <- eventResult{err: err}
+	}
+}
