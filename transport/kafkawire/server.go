@@ -523,20 +523,27 @@ func (rd *connReader) readFrame(busy func() bool) ([]byte, error) {
 // body has been read: frames up to this size get their buffer at once.
 const firstChunk = 32 << 10
 
+// bodyGrowth is how much a frame's buffer grows each time it fills. A
+// larger factor copies less of a large frame (each growth copies what was
+// read so far: about n/(bodyGrowth-1) in all, where doubling would copy
+// about n), a smaller one bounds more tightly what a stalled client makes
+// the server hold for what it sent.
+const bodyGrowth = 8
+
 // readBody reads a body of n bytes into a buffer that starts at
-// firstChunk and doubles, up to n, only once full. The announced size
-// alone costs nothing: a client that announces a large frame and stalls
-// holds about what it sent (at most twice, plus firstChunk), not what it
-// announced, until the read timeout closes it. Each growth takes its
-// bytes from the server's queue (MaxQueuedBytes) before it allocates
-// them, waiting while they do not fit.
+// firstChunk and grows bodyGrowth times, up to n, only once full. The
+// announced size alone costs nothing: a client that announces a large
+// frame and stalls holds at most bodyGrowth times what it sent, plus
+// firstChunk, not what it announced, until the read timeout closes it.
+// Each growth takes its bytes from the server's queue (MaxQueuedBytes)
+// before it allocates them, waiting while they do not fit.
 func (rd *connReader) readBody(n int) ([]byte, error) {
 	q := rd.s.queue
 	f := &frameBytes{}
 	var buf []byte
 	got := 0
 	for got < n {
-		size := min(n, max(firstChunk, 2*len(buf)))
+		size := min(n, max(firstChunk, bodyGrowth*len(buf)))
 		if err := rd.take(f, int64(size-len(buf))); err != nil {
 			q.abandon(f)
 			return nil, err
