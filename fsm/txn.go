@@ -64,28 +64,60 @@ type Txn struct {
 	lastID    rl.TopicID
 	lastStage *topicStage
 	lastBase  *Topic
-	// arena hands out the Txn's own partition copies.
-	arena []Partition
+	// alloc hands out the Txn's partition copies and change chunks.
+	alloc *txnAlloc
+}
+
+// txnAlloc hands out the partition copies and the chunks of packed
+// changes of a Txn and of every Txn opened over it (Child, and each
+// Apply's own), from blocks they share: an event stages a few records
+// through several levels of Txn, and blocks of their own would be mostly
+// empty. What it hands out never overlaps; what a discarded Txn took is
+// left unused.
+type txnAlloc struct {
+	parts  []Partition
+	deltas []rl.PartitionDelta
+}
+
+func (a *txnAlloc) partition(v Partition) *Partition {
+	if len(a.parts) == cap(a.parts) {
+		a.parts = make([]Partition, 0, min(max(2*cap(a.parts), 16), 4096))
+	}
+	a.parts = append(a.parts, v)
+	return &a.parts[len(a.parts)-1]
+}
+
+// deltaChunk returns an empty slice with room for n changes.
+func (a *txnAlloc) deltaChunk(n int) []rl.PartitionDelta {
+	if cap(a.deltas)-len(a.deltas) < n {
+		a.deltas = make([]rl.PartitionDelta, 0, max(n, min(max(2*cap(a.deltas), 64), 4096)))
+	}
+	i := len(a.deltas)
+	a.deltas = a.deltas[:i+n]
+	return a.deltas[i : i : i+n]
 }
 
 // NewTxn opens a Txn over im. index is the raft index the records are
 // expected to be committed at (it only affects broker epochs and change
 // indexes inside the Txn).
 func NewTxn(im *Image, index uint64) *Txn {
-	tx := newTxn(im, index)
+	tx := newTxn(im, index, &txnAlloc{})
 	tx.img = im
 	return tx
 }
 
-func newTxn(base store, index uint64) *Txn {
-	return &Txn{
-		base:    base,
-		index:   index,
-		topics:  map[rl.TopicID]*Topic{},
-		names:   map[string]rl.TopicID{},
-		brokers: map[int32]*Broker{},
-		stages:  map[rl.TopicID]*topicStage{},
+// newTxn opens a Txn over base. Its maps are made on first write: most
+// Txns (one per staged record) change one topic or none.
+func newTxn(base store, index uint64, alloc *txnAlloc) *Txn {
+	return &Txn{base: base, index: index, alloc: alloc}
+}
+
+// put sets m[k] = v, making m first if need be.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
 	}
+	(*m)[k] = v
 }
 
 // stage returns what this Txn staged for the topic's partitions, or nil.
@@ -107,7 +139,7 @@ func (tx *Txn) touch(id rl.TopicID) *topicStage {
 		return st
 	}
 	st := &topicStage{}
-	tx.stages[id] = st
+	put(&tx.stages, id, st)
 	tx.lastStage = st
 	return st
 }
@@ -130,23 +162,10 @@ func (st *topicStage) put(p int32, v *Partition) {
 }
 
 // newPartition returns a Partition of the Txn's own holding v.
-func (tx *Txn) newPartition(v Partition) *Partition {
-	if len(tx.arena) == cap(tx.arena) {
-		n := 2 * cap(tx.arena)
-		if n < 16 {
-			n = 16
-		}
-		if n > 4096 {
-			n = 4096
-		}
-		tx.arena = make([]Partition, 0, n)
-	}
-	tx.arena = append(tx.arena, v)
-	return &tx.arena[len(tx.arena)-1]
-}
+func (tx *Txn) newPartition(v Partition) *Partition { return tx.alloc.partition(v) }
 
 // Child opens a Txn over this one; Merge folds it back.
-func (tx *Txn) Child() *Txn { return newTxn(tx, tx.index) }
+func (tx *Txn) Child() *Txn { return newTxn(tx, tx.index, tx.alloc) }
 
 // Rebase puts the image in place of this Txn's parent once the parent's
 // changes are all in the image: the controller computes a round over the
@@ -195,18 +214,18 @@ func (tx *Txn) absorb(c *Txn) {
 		return
 	}
 	for k, v := range c.topics {
-		tx.topics[k] = v
+		put(&tx.topics, k, v)
 	}
 	for k, v := range c.names {
-		tx.names[k] = v
+		put(&tx.names, k, v)
 	}
 	for k, v := range c.brokers {
-		tx.brokers[k] = v
+		put(&tx.brokers, k, v)
 	}
 	for id, cs := range c.stages {
 		st := tx.stages[id]
 		if st == nil || cs.fresh {
-			tx.stages[id] = cs
+			put(&tx.stages, id, cs)
 			continue
 		}
 		for p, v := range cs.parts {
@@ -303,7 +322,7 @@ func (tx *Txn) writableTopic(id rl.TopicID) *Topic {
 		}
 	}
 	c.Configs = append([]rl.ConfigEntry(nil), b.Configs...)
-	tx.topics[id] = &c
+	put(&tx.topics, id, &c)
 	return &c
 }
 
@@ -311,14 +330,14 @@ func (tx *Txn) putTopic(t *Topic) {
 	st := tx.touch(t.ID)
 	st.parts = nil
 	st.slots, st.hasSlots, st.gone, st.fresh = 0, true, false, true
-	tx.topics[t.ID] = t
-	tx.names[t.Name] = t.ID
+	put(&tx.topics, t.ID, t)
+	put(&tx.names, t.Name, t.ID)
 }
 
 func (tx *Txn) deleteTopic(t *Topic) {
 	tx.touch(t.ID).gone = true
-	tx.topics[t.ID] = nil
-	tx.names[t.Name] = rl.TopicID{}
+	put(&tx.topics, t.ID, nil)
+	put(&tx.names, t.Name, rl.TopicID{})
 }
 
 func (tx *Txn) topicIDByName(name string) (rl.TopicID, bool) {
@@ -420,8 +439,8 @@ func (tx *Txn) broker(id int32) *Broker {
 	return tx.base.broker(id)
 }
 
-func (tx *Txn) putBroker(b *Broker)     { tx.brokers[b.ID] = b }
-func (tx *Txn) deleteBroker(id int32)   { tx.brokers[id] = nil }
+func (tx *Txn) putBroker(b *Broker)     { put(&tx.brokers, b.ID, b) }
+func (tx *Txn) deleteBroker(id int32)   { put(&tx.brokers, id, nil) }
 func (tx *Txn) addPartitionCount(d int) { tx.delta += d }
 
 func (tx *Txn) controller() (int32, int32) {
@@ -530,7 +549,7 @@ func (tx *Txn) StagePartitionChange(id rl.TopicID, d rl.PartitionDelta) error {
 		pc.TopicID == id && pc.Changes[len(pc.Changes)-1].Partition < d.Partition {
 		if len(tx.deltas) == cap(tx.deltas) {
 			// Move the open record's changes to a larger chunk.
-			fresh := make([]rl.PartitionDelta, 0, max(tx.nextDeltaChunk(), 2*len(pc.Changes)))
+			fresh := tx.alloc.deltaChunk(max(tx.nextDeltaChunk(), 2*len(pc.Changes)))
 			tx.packOff = 0
 			tx.deltas = append(fresh, pc.Changes...)
 		}
@@ -539,7 +558,7 @@ func (tx *Txn) StagePartitionChange(id rl.TopicID, d rl.PartitionDelta) error {
 		return nil
 	}
 	if len(tx.deltas) == cap(tx.deltas) {
-		tx.deltas = make([]rl.PartitionDelta, 0, tx.nextDeltaChunk())
+		tx.deltas = tx.alloc.deltaChunk(tx.nextDeltaChunk())
 	}
 	tx.packOff = len(tx.deltas)
 	tx.deltas = append(tx.deltas, d)
