@@ -2,7 +2,6 @@ package listener
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"sort"
 	"sync"
@@ -20,8 +19,6 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
-var benchLogStore = flag.String("logstore", "", "raft log store of the benchmarks' voters: wal or bolt (default: wal)")
-
 // BenchmarkCreateTopicsOverWire creates b.N one-partition topics
 // (replication factor 3) from 64 concurrent kgo clients, each with its
 // own connection, through the listeners of three voters, and reports
@@ -33,10 +30,10 @@ var benchLogStore = flag.String("logstore", "", "raft log store of the benchmark
 // just before, and reported with its ratio. The voters, the brokers and the clients
 // all share this machine's cores.
 //
-//	go test -run '^$' -bench CreateTopicsOverWire -benchtime 4000x ./transport/listener [-args -logstore bolt]
+//	go test -run '^$' -bench CreateTopicsOverWire -benchtime 4000x ./transport/listener
 func BenchmarkCreateTopicsOverWire(b *testing.B) {
 	const clients = 64
-	c := newTestCluster(b, clusterOpts{session: 30 * time.Second, steady: true, logStore: rl.LogStore(*benchLogStore)})
+	c := newTestCluster(b, clusterOpts{session: 30 * time.Second, steady: true})
 	c.startBrokers(3)
 	active := c.active(20 * time.Second)
 
@@ -111,12 +108,8 @@ func BenchmarkCreateTopicsOverWire(b *testing.B) {
 	b.ReportMetric(ms(r99), "raft-p99-ms")
 	b.ReportMetric(float64(b.N)/directElapsed.Seconds(), "direct-topics/s")
 	b.ReportMetric(ms(d50), "direct-p50-ms")
-	store := *benchLogStore
-	if store == "" {
-		store = string(rl.LogStoreWAL)
-	}
-	b.Logf("%s log store: %d topics from %d kgo clients in %v: %.0f topics/s, CreateTopics p50 %v p99 %v | raw raft apply (sequential, 100 B) p50 %v p99 %v, p50 ratio %.1fx | direct Controller.CreateTopics from %d goroutines: %.0f topics/s, p50 %v p99 %v",
-		store, b.N, clients, elapsed.Round(time.Millisecond), rate, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond),
+	b.Logf("%d topics from %d kgo clients in %v: %.0f topics/s, CreateTopics p50 %v p99 %v | raw raft apply (sequential, 100 B) p50 %v p99 %v, p50 ratio %.1fx | direct Controller.CreateTopics from %d goroutines: %.0f topics/s, p50 %v p99 %v",
+		b.N, clients, elapsed.Round(time.Millisecond), rate, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond),
 		r50.Round(10*time.Microsecond), r99.Round(10*time.Microsecond), float64(p50)/float64(r50),
 		clients, float64(b.N)/directElapsed.Seconds(), d50.Round(10*time.Microsecond), d99.Round(10*time.Microsecond))
 }

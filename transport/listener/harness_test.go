@@ -37,10 +37,9 @@ import (
 const testClusterID = "listener-test-cluster"
 
 type testCluster struct {
-	t        testing.TB
-	session  time.Duration
-	steady   bool
-	logStore rl.LogStore
+	t       testing.TB
+	session time.Duration
+	steady  bool
 
 	mu        sync.Mutex // guards nodes and listeners: brokers read them concurrently
 	ids       []int32
@@ -70,8 +69,6 @@ type clusterOpts struct {
 	// tls runs raft, the listeners and every client over mutual TLS with
 	// certificates of a throwaway CA (see tls_test.go).
 	tls bool
-	// logStore is the voters' raft log store (zero: the default).
-	logStore rl.LogStore
 	// security, clientOpts and logs: see testCluster.
 	security   SecurityConfig
 	clientOpts []kgo.Opt
@@ -83,7 +80,7 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 	if opts.session == 0 {
 		opts.session = 6 * time.Second
 	}
-	c := &testCluster{t: t, session: opts.session, steady: opts.steady, logStore: opts.logStore, brokers: map[int32]*testBroker{},
+	c := &testCluster{t: t, session: opts.session, steady: opts.steady, brokers: map[int32]*testBroker{},
 		security: opts.security, clientOpts: opts.clientOpts, logs: opts.logs}
 	if opts.tls {
 		c.tls = newClusterTLS(t, []int32{1001, 1002, 1003})
@@ -155,7 +152,6 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 		Logger:         c.logger(fmt.Sprintf("voter-%d", c.ids[i])),
 		Voter: func(vc *voter.Config) {
 			vc.Stream = stream
-			vc.LogStore = c.logStore
 			if c.steady {
 				vc.SnapshotThreshold = 1 << 30 // no snapshot in the middle of a measurement
 			} else {
