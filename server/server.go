@@ -28,7 +28,6 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/metrics"
 	"github.com/ctrlquorum/ctrlquorum/ops"
-	"github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender"
@@ -65,9 +64,6 @@ type Config struct {
 	// bootstraps the quorum from it.
 	Voters  []VoterPeer
 	DataDir string
-	// RaftLogStore is the raft log store asked for (zero: the one the
-	// data directory holds, raftlog.LogStoreWAL for a new one).
-	RaftLogStore raftlog.LogStore
 	// SessionTimeout is the broker session timeout; zero means 9 s.
 	SessionTimeout time.Duration
 	ClusterID      string
@@ -286,13 +282,6 @@ func (s *Server) startVoter() error {
 				return
 			}
 			vc.Stream = stream
-		}
-	}
-	withStore := voterOpts
-	voterOpts = func(vc *voter.Config) {
-		vc.LogStore = cfg.RaftLogStore
-		if withStore != nil {
-			withStore(vc)
 		}
 	}
 	n, err := controller.StartNode(controller.NodeConfig{

@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport"
 )
 
@@ -47,15 +46,8 @@ type Config struct {
 	// takes ownership and closes it on Shutdown.
 	Stream *transport.StreamLayer
 
-	// DataDir holds the raft log store and the snapshots directory.
+	// DataDir holds raft.db and the snapshots directory.
 	DataDir string
-
-	// LogStore is the raft log store asked for (zero: the one DataDir
-	// holds, raftlog.LogStoreWAL for a new one; see raftlog.OpenStores).
-	LogStore raftlog.LogStore
-	// WALSegmentBytes is the WAL's segment size (zero: the default, see
-	// raftlog.StoreOptions).
-	WALSegmentBytes int
 
 	// Peers are all voters including this one. They are used only to
 	// bootstrap a data directory that has no raft state yet.

@@ -591,20 +591,10 @@ func TestFSMClusterRestartAllFromDisk(t *testing.T) {
 // others move on and compact their logs, and checks that the follower
 // comes back through the leader's snapshot with the same image.
 func TestFSMClusterLaggingFollowerRestoresSnapshot(t *testing.T) {
-	for _, store := range []rl.LogStore{rl.LogStoreWAL, rl.LogStoreBolt} {
-		t.Run(string(store), func(t *testing.T) { laggingFollowerRestoresSnapshot(t, store) })
-	}
-}
-
-func laggingFollowerRestoresSnapshot(t *testing.T, store rl.LogStore) {
 	const trailing = 4
 	c := newImageCluster(t, func(cfg *voter.Config) {
 		cfg.SnapshotThreshold = 8
 		cfg.TrailingLogs = trailing
-		cfg.LogStore = store
-		// Compaction deletes whole WAL segments: small ones, so that
-		// what the follower missed is gone from the leader's log.
-		cfg.WALSegmentBytes = 4096
 	})
 	m := newImageModel()
 	seedImage(c, m)

@@ -39,7 +39,7 @@ func Start(cfg Config) (*Voter, error) {
 		logger = hclog.NewNullLogger()
 	}
 
-	stores, err := raftlog.OpenStores(cfg.DataDir, raftlog.StoreOptions{Kind: cfg.LogStore, WALSegmentBytes: cfg.WALSegmentBytes, Logger: logger})
+	stores, err := raftlog.OpenStores(cfg.DataDir, logger)
 	if err != nil {
 		closeStream(cfg.Stream)
 		return nil, err

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 	"github.com/ctrlquorum/ctrlquorum/voter/votertest"
 )
@@ -240,20 +239,9 @@ func TestRestartAllFromDisk(t *testing.T) {
 }
 
 func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
-	for _, store := range []raftlog.LogStore{raftlog.LogStoreWAL, raftlog.LogStoreBolt} {
-		t.Run(string(store), func(t *testing.T) { laggingFollowerCatchesUpFromSnapshot(t, store) })
-	}
-}
-
-func laggingFollowerCatchesUpFromSnapshot(t *testing.T, store raftlog.LogStore) {
 	c := votertest.NewCluster(t, 3, newListFSM, func(cfg *voter.Config) {
 		cfg.SnapshotThreshold = 8
 		cfg.TrailingLogs = 4
-		cfg.LogStore = store
-		// Compaction deletes whole WAL segments: small ones (a few of
-		// these entries each), so that what the follower missed is gone
-		// from the leader's log.
-		cfg.WALSegmentBytes = 256
 	})
 	applyRange(t, c, 0, 10)
 	waitConverged(t, c, all(c), 10)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/server"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
@@ -40,7 +39,6 @@ var coreSettings = []setting{
 	{"node.id", "", "this node's id: the voter id with the voter role (voters 1001-1003, brokers from 1 by convention)", "NodeID"},
 	{"roles", "voter", "comma-separated roles: voter, broker, or both", "Roles"},
 	{"data.dir", "", "folder for the voter's raft log, snapshots and state (required for a voter)", "DataDir"},
-	{"raft.log.store", "", "raft log store: wal (one fsync per append) or bolt; empty: the one the data folder holds, wal for a new folder; asking for the other one than the folder holds is refused", "RaftLogStore"},
 	{"raft.listener", "", "host:port the voter's raft transport binds (required for a voter)", "RaftAddr"},
 	{"raft.advertised.listener", "", "host:port the other voters dial for raft (default: raft.listener)", "RaftAdvertise"},
 	{"listener", "", "host:port of the voter's Kafka-protocol listener for admin clients and brokers (required for a voter)", "Listener"},
@@ -343,9 +341,6 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 		return nc, bad("log.level", "%q is not one of trace, debug, info, warn, error", nc.LogLevel)
 	}
 	c.DataDir = ns.get("data.dir")
-	if c.RaftLogStore, err = raftlog.ParseLogStore(ns.get("raft.log.store")); err != nil {
-		return nc, bad("raft.log.store", "%v", err)
-	}
 	c.RaftAddr = ns.get("raft.listener")
 	c.RaftAdvertise = ns.get("raft.advertised.listener")
 	c.Listener = ns.get("listener")

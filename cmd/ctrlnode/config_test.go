@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
@@ -93,20 +91,10 @@ func TestBuildNodeConfigNamesTheSetting(t *testing.T) {
 		{map[string]string{"roles": "broker", "broker.listener": "127.0.0.1:0"}, "broker.id (defaults to node.id): 1001 is also a voter id"},
 		{map[string]string{"data.dir": ""}, "data.dir (from flag --data-dir): required for a voter"},
 		{map[string]string{"pprof": "maybe"}, "pprof (from flag --pprof): \"maybe\" is not true or false"},
-		{map[string]string{"raft.log.store": "leveldb"}, "raft.log.store (from flag --raft-log-store): unknown raft log store \"leveldb\" (want wal or bolt)"},
 	} {
 		_, err := buildNodeConfig(validSettings(t, tc.extra))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.extra, err, tc.want)
-		}
-	}
-}
-
-func TestRaftLogStoreSetting(t *testing.T) {
-	for in, want := range map[string]raftlog.LogStore{"": "", "wal": raftlog.LogStoreWAL, "bolt": raftlog.LogStoreBolt} {
-		nc, err := buildNodeConfig(validSettings(t, map[string]string{"raft.log.store": in}))
-		if err != nil || nc.RaftLogStore != want {
-			t.Errorf("raft.log.store = %q: %q, %v; want %q", in, nc.RaftLogStore, err, want)
 		}
 	}
 }
