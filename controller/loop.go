@@ -83,11 +83,18 @@ func (c *Controller) runLoop(a *activation) {
 		if inflight != nil {
 			committed = inflight.done
 		}
+		// Events the next round cannot take yet stay in the queue, which
+		// then fills and holds callers back (QueueSize), rather than
+		// piling up here.
+		events, ticks := a.events, tick.C
+		if len(pending) >= c.cfg.MaxEventsPerRound {
+			events, ticks = nil, nil
+		}
 		select {
 		case <-a.stop:
 			if inflight != nil {
 				<-inflight.done
-				c.finish(a, inflight)
+				c.finish(inflight)
 			}
 			failRound(next, ErrNotController)
 			for _, ev := range pending {
@@ -95,7 +102,7 @@ func (c *Controller) runLoop(a *activation) {
 			}
 			c.failQueued(a)
 			return
-		case ev := <-a.events:
+		case ev := <-events:
 			pending = append(pending, ev)
 		drain:
 			for len(pending) < c.cfg.MaxEventsPerRound {
@@ -106,12 +113,12 @@ func (c *Controller) runLoop(a *activation) {
 					break drain
 				}
 			}
-		case <-tick.C:
+		case <-ticks:
 			pending = append(pending, c.sessionCheckEvent())
 		case <-committed:
 			r := inflight
 			inflight = nil
-			err := c.finish(a, r)
+			err := c.finish(r)
 			if next != nil && next.over == r && !c.rebase(next) {
 				// Computed over changes that did not all commit: its
 				// events go back to the front of the queue, to be
@@ -168,7 +175,7 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 	n := c.compute(a, r, batch)
 	c.proposeRound(r)
 	<-r.done
-	return batch[n:], c.finish(a, r)
+	return batch[n:], c.finish(r)
 }
 
 func safeCompute(ev *event, ec *eventCtx) (v any, err error) {
@@ -275,8 +282,8 @@ func (c *Controller) propose(records []rl.Record, starts []int) ([]uint64, []glo
 
 // send materializes the plan from the committed image and hands each
 // broker its requests.
-func (c *Controller) send(p *plan, a *activation, offset uint64) {
-	hdr := Header{ControllerID: c.cfg.NodeID, ControllerEpoch: a.epoch, MetadataOffset: offset}
+func (c *Controller) send(p *plan, epoch int32, offset uint64) {
+	hdr := Header{ControllerID: c.cfg.NodeID, ControllerEpoch: epoch, MetadataOffset: offset}
 	var reqs []Requests
 	c.cfg.FSM.View(func(im *fsm.Image) { reqs = p.materialize(im, hdr) })
 	for _, r := range reqs {

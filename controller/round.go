@@ -40,6 +40,10 @@ type round struct {
 	// this round before it commits (a broker's epoch is its entry's index).
 	endRound bool
 	compute  time.Duration
+	// epoch is the controller epoch the round's requests go out under:
+	// the activation's when the round was last computed into (an import
+	// may raise it in a later round, computed while this one commits).
+	epoch int32
 
 	// Set by proposeRound; the rest once done is closed.
 	proposed  time.Time
@@ -98,6 +102,9 @@ func (c *Controller) compute(a *activation, r *round, events []*event) int {
 	}
 	r.batch = append(r.batch, events[:n]...)
 	r.compute += time.Since(start)
+	if n > 0 {
+		r.epoch = a.epoch
+	}
 	if c.computed != nil && n > 0 {
 		c.computed(n, r.over != nil)
 	}
@@ -224,7 +231,7 @@ func (c *Controller) rebase(r *round) bool {
 // finish answers the callers of a round that is done and sends the
 // requests it planned. It returns the round's error: a failed round's
 // events are answered with NOT_CONTROLLER.
-func (c *Controller) finish(a *activation, r *round) error {
+func (c *Controller) finish(r *round) error {
 	if r.err != nil {
 		for i, sp := range r.spans {
 			if sp.ok {
@@ -242,7 +249,7 @@ func (c *Controller) finish(a *activation, r *round) error {
 	}
 	sent := time.Now()
 	if !r.plan.empty() {
-		c.send(r.plan, a, last)
+		c.send(r.plan, r.epoch, last)
 	}
 	if len(r.records) > 0 {
 		c.log.Debug("round committed", "events", len(r.spans), "records", r.staged, "entries", len(r.indexes),
