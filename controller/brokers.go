@@ -88,9 +88,23 @@ type HeartbeatResponse struct {
 // replicas come back online; one that asks to shut down is moved out of
 // every leadership first and told it may stop once it leads nothing.
 func (c *Controller) Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatResponse, error) {
+	// A broker's first heartbeat since activation plans its catch-up;
+	// the mark goes once the round that sends it has committed, so a
+	// heartbeat computed again (its round's base was not what the log
+	// holds) plans it again.
+	var caughtUp *sessions
 	v, _, err := c.submit(ctx, "heartbeat", func(ec *eventCtx) (any, error) {
+		caughtUp = nil
+		if ec.act.sessions.needCatchUp[hb.BrokerID] {
+			caughtUp = ec.act.sessions
+		}
 		return ec.heartbeat(hb)
-	}, nil)
+	}, func(v any, _ uint64) any {
+		if caughtUp != nil {
+			caughtUp.needCatchUp[hb.BrokerID] = false
+		}
+		return v
+	})
 	if err != nil {
 		return HeartbeatResponse{}, err
 	}
@@ -116,11 +130,8 @@ func (ec *eventCtx) heartbeat(hb Heartbeat) (any, error) {
 	s := ec.act.sessions
 	s.touch(b.ID, ec.now.Add(ec.c.cfg.SessionTimeout))
 	s.offset[b.ID] = hb.MetadataOffset
-	if s.needCatchUp[b.ID] {
-		if hb.MetadataOffset < ec.act.catchUpBelow {
-			ec.plan.catchUp[b.ID] = hb.MetadataOffset
-		}
-		s.needCatchUp[b.ID] = false
+	if s.needCatchUp[b.ID] && hb.MetadataOffset < ec.act.catchUpBelow {
+		ec.plan.catchUp[b.ID] = hb.MetadataOffset
 	}
 	caughtUp := hb.MetadataOffset >= uint64(b.Epoch)
 	stillLeads := false
