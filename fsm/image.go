@@ -171,7 +171,7 @@ func (im *Image) Broker(id int32) *Broker { return im.brokers[id] }
 // shared: read it, do not change it.
 func (im *Image) Brokers() []*Broker { return im.brokerList }
 
-// listBrokers rebuilds brokerList after a change to brokers.
+// listBrokers builds brokerList from brokers (a restored image).
 func (im *Image) listBrokers() {
 	out := make([]*Broker, 0, len(im.brokers))
 	for _, b := range im.brokers {

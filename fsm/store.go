@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"cmp"
+	"slices"
+
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
@@ -45,10 +48,9 @@ func (im *Image) topic(id rl.TopicID) *Topic {
 	return im.topics[id]
 }
 
-func (im *Image) writableTopic(id rl.TopicID) *Topic        { return im.mutableTopic(id) }
-func (im *Image) broker(id int32) *Broker                   { return im.brokers[id] }
-func (im *Image) putBroker(b *Broker)                       { im.brokers[b.ID] = b; im.listBrokers() }
-func (im *Image) deleteBroker(id int32)                     { delete(im.brokers, id); im.listBrokers() }
+func (im *Image) writableTopic(id rl.TopicID) *Topic { return im.mutableTopic(id) }
+func (im *Image) broker(id int32) *Broker            { return im.brokers[id] }
+
 func (im *Image) controller() (int32, int32)                { return im.controllerEpoch, im.controllerNode }
 func (im *Image) setController(e, n int32)                  { im.controllerEpoch, im.controllerNode = e, n }
 func (im *Image) addPartitionCount(d int)                   { im.partitions += d }
@@ -88,3 +90,32 @@ func (im *Image) appendPartition(id rl.TopicID, v Partition) {
 }
 
 func (im *Image) staged(rl.TopicID) bool { return false }
+
+// putBroker and deleteBroker change brokers and replace brokerList with a
+// copy that has the change: readers may hold the old one.
+func (im *Image) putBroker(b *Broker) {
+	im.brokers[b.ID] = b
+	list := im.brokerList
+	i, found := brokerAt(list, b.ID)
+	out := make([]*Broker, 0, len(list)+1)
+	out = append(append(out, list[:i]...), b)
+	if found {
+		i++
+	}
+	im.brokerList = append(out, list[i:]...)
+}
+
+func (im *Image) deleteBroker(id int32) {
+	delete(im.brokers, id)
+	list := im.brokerList
+	i, found := brokerAt(list, id)
+	if !found {
+		return
+	}
+	out := make([]*Broker, 0, len(list)-1)
+	im.brokerList = append(append(out, list[:i]...), list[i+1:]...)
+}
+
+func brokerAt(list []*Broker, id int32) (int, bool) {
+	return slices.BinarySearchFunc(list, id, func(b *Broker, id int32) int { return cmp.Compare(b.ID, id) })
+}
