@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,12 +29,32 @@ type heldLog struct {
 	mu      sync.Mutex
 	holding bool
 	held    chan *heldEntry
+	// open lists the entries proposed and not yet committed or failed.
+	open []*heldEntry
 }
 
 type heldEntry struct {
 	data []byte
 	done chan struct{}
 	f    raft.ApplyFuture
+}
+
+// settle commits or fails e once.
+func (l *heldLog) settle(e *heldEntry, commit bool) {
+	l.mu.Lock()
+	i := slices.Index(l.open, e)
+	if i < 0 {
+		l.mu.Unlock()
+		return
+	}
+	l.open = slices.Delete(l.open, i, i+1)
+	l.mu.Unlock()
+	if commit {
+		e.f = l.MemLog.Apply(e.data, 0)
+	} else {
+		e.f = &memFuture{err: raft.ErrLeadershipLost}
+	}
+	close(e.done)
 }
 
 func (e *heldEntry) Error() error          { <-e.done; return e.f.Error() }
@@ -42,11 +64,14 @@ func (e *heldEntry) Response() interface{} { <-e.done; return e.f.Response() }
 func (l *heldLog) Apply(data []byte, timeout time.Duration) raft.ApplyFuture {
 	l.mu.Lock()
 	holding := l.holding
+	e := &heldEntry{data: data, done: make(chan struct{})}
+	if holding {
+		l.open = append(l.open, e)
+	}
 	l.mu.Unlock()
 	if !holding {
 		return l.MemLog.Apply(data, timeout)
 	}
-	e := &heldEntry{data: data, done: make(chan struct{})}
 	l.held <- e
 	return e
 }
@@ -65,10 +90,19 @@ func (l *heldLog) next(t *testing.T) *heldEntry {
 	}
 }
 
-func (l *heldLog) commit(e *heldEntry) { e.f = l.MemLog.Apply(e.data, 0); close(e.done) }
-func (l *heldLog) fail(e *heldEntry) {
-	e.f = &memFuture{err: raft.ErrLeadershipLost}
-	close(e.done)
+func (l *heldLog) commit(e *heldEntry) { l.settle(e, true) }
+func (l *heldLog) fail(e *heldEntry)   { l.settle(e, false) }
+
+// release stops holding and fails every entry still open, so that a test
+// that stopped half way does not leave the loop waiting.
+func (l *heldLog) release() {
+	l.mu.Lock()
+	l.holding = false
+	open := slices.Clone(l.open)
+	l.mu.Unlock()
+	for _, e := range open {
+		l.fail(e)
+	}
 }
 
 // nothingProposed checks that no entry waits to be committed.
@@ -82,22 +116,28 @@ func (l *heldLog) nothingProposed(t *testing.T) {
 }
 
 type pipelineEnv struct {
-	t   *testing.T
-	ctx context.Context
-	fsm *fsm.FSM
-	log *heldLog
-	c   *Controller
+	t      *testing.T
+	ctx    context.Context
+	fsm    *fsm.FSM
+	log    *heldLog
+	sender *RecordingSender
+	c      *Controller
+	epochs map[int32]int64
 	// computed receives, per compute, whether it ran over a round still
 	// committing, once for each event computed.
 	computed chan bool
 }
 
-func newPipelineEnv(t *testing.T) *pipelineEnv {
-	e := &pipelineEnv{t: t, ctx: context.Background(), computed: make(chan bool, 64)}
+func newPipelineEnv(t *testing.T, configure func(*Config)) *pipelineEnv {
+	e := &pipelineEnv{t: t, ctx: context.Background(), computed: make(chan bool, 64), sender: NewRecordingSender(), epochs: map[int32]int64{}}
 	e.fsm = fsm.New(fsm.Options{Halt: func(err error) { t.Errorf("fsm halted: %v", err) }})
 	e.log = &heldLog{MemLog: NewMemLog(e.fsm), held: make(chan *heldEntry, 16)}
-	e.c = New(Config{NodeID: 1, FSM: e.fsm, Log: e.log, Sender: NewRecordingSender(), SessionTimeout: time.Hour,
-		Clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}})
+	cfg := Config{NodeID: 1, FSM: e.fsm, Log: e.log, Sender: e.sender, SessionTimeout: time.Hour,
+		Clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}}
+	if configure != nil {
+		configure(&cfg)
+	}
+	e.c = New(cfg)
 	e.c.computed = func(n int, over bool) {
 		for range n {
 			e.computed <- over
@@ -108,27 +148,14 @@ func newPipelineEnv(t *testing.T) *pipelineEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.c.Deactivate)
-	// A test that fails with an entry held must not leave the loop
-	// waiting for it.
-	t.Cleanup(func() {
-		e.log.mu.Lock()
-		e.log.holding = false
-		e.log.mu.Unlock()
-		for {
-			select {
-			case h := <-e.log.held:
-				e.log.fail(h)
-			default:
-				return
-			}
-		}
-	})
+	t.Cleanup(e.log.release)
 	for id := int32(1); id <= 3; id++ {
 		ep, err := e.c.RegisterBroker(e.ctx, BrokerRegistration{BrokerID: id, IncarnationID: rl.IncarnationID{byte(id), 1},
 			Endpoints: []rl.Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: uint16(9000 + id)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		e.epochs[id] = ep
 		if _, err := e.c.Heartbeat(e.ctx, Heartbeat{BrokerID: id, BrokerEpoch: ep, MetadataOffset: e.log.Index()}); err != nil {
 			t.Fatal(err)
 		}
@@ -166,13 +193,17 @@ func (e *pipelineEnv) awaitComputed(n int, over bool) {
 	}
 }
 
+// unanswered checks that no answer comes: it gives one that was sent
+// too early the time to make its way through the caller's goroutine.
 func unanswered(t *testing.T, what string, chs ...<-chan error) {
 	t.Helper()
+	grace := time.After(50 * time.Millisecond)
 	for _, ch := range chs {
 		select {
 		case err := <-ch:
 			t.Fatalf("%s: answered (%v) before the round below it committed", what, err)
-		default:
+		case <-grace:
+			return
 		}
 	}
 }
@@ -195,7 +226,7 @@ func (e *pipelineEnv) topicExists(name string) bool {
 }
 
 func TestNextRoundComputedWhileOneCommits(t *testing.T) {
-	e := newPipelineEnv(t)
+	e := newPipelineEnv(t, nil)
 	e.log.hold()
 	first := e.create("a")
 	e.awaitComputed(1, false)
@@ -230,7 +261,7 @@ func TestNextRoundComputedWhileOneCommits(t *testing.T) {
 }
 
 func TestRoundOverAFailedOneIsNeverProposed(t *testing.T) {
-	e := newPipelineEnv(t)
+	e := newPipelineEnv(t, nil)
 	e.log.hold()
 	first := e.create("a")
 	e.awaitComputed(1, false)
@@ -251,7 +282,7 @@ func TestRoundOverAFailedOneIsNeverProposed(t *testing.T) {
 }
 
 func TestRoundOverAnotherIsComputedAgainWhenTheLogHoldsMore(t *testing.T) {
-	e := newPipelineEnv(t)
+	e := newPipelineEnv(t, nil)
 	e.log.hold()
 	first := e.create("a")
 	e.awaitComputed(1, false)
@@ -279,4 +310,116 @@ func TestRoundOverAnotherIsComputedAgainWhenTheLogHoldsMore(t *testing.T) {
 		t.Fatalf("second creation: %v, want TOPIC_ALREADY_EXISTS (the topic another entry created)", err)
 	}
 	e.log.nothingProposed(t)
+}
+
+// TestQueueHoldsCallersWhileTheNextRoundIsFull: while a round commits,
+// the loop takes only what the next round can hold; the rest stays in
+// the queue, which fills and holds its callers back. Nothing is lost.
+func TestQueueHoldsCallersWhileTheNextRoundIsFull(t *testing.T) {
+	e := newPipelineEnv(t, func(c *Config) { c.MaxEventsPerRound, c.QueueSize = 2, 4 })
+	e.log.hold()
+	outs := []<-chan error{e.create("t-00")}
+	e.awaitComputed(1, false)
+	held := e.log.next(t)
+	for i := 1; i <= 20; i++ {
+		outs = append(outs, e.create(fmt.Sprintf("t-%02d", i)))
+	}
+	queued := func() (int, int) {
+		e.c.mu.Lock()
+		defer e.c.mu.Unlock()
+		return len(e.c.active.events), cap(e.c.active.events)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if n, c := queued(); n == c {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, c := queued()
+			t.Fatalf("the queue holds %d of %d events while a round commits: the loop took the rest", n, c)
+		}
+	}
+	results := make(chan error, len(outs))
+	for _, ch := range outs {
+		go func() { results <- <-ch }()
+	}
+	e.log.commit(held)
+	for answered := 0; answered < len(outs); {
+		select {
+		case err := <-results:
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered++
+		case h := <-e.log.held:
+			e.log.commit(h)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d creations answered", answered, len(outs))
+		}
+	}
+	for i := 0; i <= 20; i++ {
+		if !e.topicExists(fmt.Sprintf("t-%02d", i)) {
+			t.Fatalf("t-%02d was acknowledged but is not in the image", i)
+		}
+	}
+}
+
+// TestCatchUpPlannedAgainWhenItsRoundIsComputedAgain: a broker's first
+// heartbeat after a failover plans its catch-up; computed over a round in
+// flight and then computed again (the log held another entry), it still
+// plans it.
+func TestCatchUpPlannedAgainWhenItsRoundIsComputedAgain(t *testing.T) {
+	e := newPipelineEnv(t, nil)
+	if err := outcome(t, e.create("early")); err != nil {
+		t.Fatal(err)
+	}
+	mark := e.log.Index()
+	if err := outcome(t, e.create("late")); err != nil {
+		t.Fatal(err)
+	}
+	e.c.Deactivate()
+	e.c.Activate()
+	if err := e.c.WaitReady(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for len(e.computed) > 0 {
+		<-e.computed
+	}
+	e.sender.Reset()
+
+	e.log.hold()
+	first := e.create("a")
+	e.awaitComputed(1, false)
+	r1 := e.log.next(t)
+	hb := make(chan error, 1)
+	go func() {
+		_, err := e.c.Heartbeat(e.ctx, Heartbeat{BrokerID: 2, BrokerEpoch: e.epochs[2], MetadataOffset: mark})
+		hb <- err
+	}()
+	e.awaitComputed(1, true)
+	foreign, err := rl.EncodeBatch([]rl.Record{&rl.Topic{TopicID: rl.TopicID{0xf}, Name: "foreign"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.log.MemLog.Apply(foreign, 0).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.log.commit(r1)
+	if err := outcome(t, first); err != nil {
+		t.Fatal(err)
+	}
+	e.awaitComputed(1, false) // the heartbeat, computed again over the image
+	if err := outcome(t, hb); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp := false
+	for _, r := range e.sender.Sent(2) {
+		if r.UpdateMetadata != nil {
+			for _, p := range r.UpdateMetadata.Partitions {
+				caughtUp = caughtUp || p.Topic == "late"
+			}
+		}
+	}
+	if !caughtUp {
+		t.Fatalf("broker 2, behind since before \"late\", got no catch-up: %+v", e.sender.Sent(2))
+	}
 }
