@@ -1,83 +1,25 @@
 package broker_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"net"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
-
-// jsonLog is an hclog sink in JSON format that a test can search.
-type jsonLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *jsonLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *jsonLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// records decodes every line logged so far.
-func (l *jsonLog) records(t testing.TB) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(l.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		out = append(out, rec)
-	}
-	return out
-}
-
-// find returns the records whose message starts with msg and whose fields
-// hold the values given.
-func (l *jsonLog) find(t testing.TB, msg string, fields map[string]string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-next:
-	for _, rec := range l.records(t) {
-		if m, _ := rec["@message"].(string); !strings.HasPrefix(m, msg) {
-			continue
-		}
-		for k, want := range fields {
-			if got, _ := rec[k].(string); got != want {
-				continue next
-			}
-		}
-		out = append(out, rec)
-	}
-	return out
-}
 
 // agentState is everything a control request can change on an agent.
 type agentState struct {
@@ -165,7 +107,7 @@ func TestControlRequestsNeedAConfiguredVoter(t *testing.T) {
 	pki := tlstest.NewPKI(t, "cluster CA")
 	other := tlstest.NewPKI(t, "foreign CA")
 
-	logs := &jsonLog{}
+	logs := &testkit.JSONLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agent log:\n%s", logs.String())
@@ -173,7 +115,7 @@ func TestControlRequestsNeedAConfiguredVoter(t *testing.T) {
 	})
 	host := broker.NewMemoryHost()
 	a := startAgent(t, broker.Config{BrokerID: 1, Host: host, TLS: pki.Reloader(pki.Broker(1)), Voters: []int32{1001, 1002, 1003},
-		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Info, JSONFormat: true, Output: logs})})
+		Logger: logs.Logger()})
 
 	// The seeded state, from the active controller.
 	seeded := part{topic: "a", id: topicA, p: 0, leader: 1, le: 3, pe: 3, isr: []int32{1, 2}, reps: []int32{1, 2}}
@@ -251,7 +193,7 @@ func TestControlRequestsNeedAConfiguredVoter(t *testing.T) {
 					// has gone out, so the client may see it first.
 					var lines []map[string]any
 					waitFor(t, "the refused handshake in the agent's log", func() bool {
-						lines = logs.find(t, "closing connection: TLS handshake failed", map[string]string{"remote": local})
+						lines = logs.Find(t, "closing connection: TLS handshake failed", map[string]string{"remote": local})
 						return len(lines) > 0
 					})
 					if reason, _ := lines[0]["reason"].(string); !strings.Contains(reason, "certificate signed by unknown authority") {
@@ -267,7 +209,7 @@ func TestControlRequestsNeedAConfiguredVoter(t *testing.T) {
 					if code != kerr.ClusterAuthorizationFailed.Code {
 						t.Fatalf("answered %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
 					}
-					lines := logs.find(t, "refused a control request", map[string]string{
+					lines := logs.Find(t, "refused a control request", map[string]string{
 						"remote": local, "api": kmsg.NameForKey(req.Key()), "certificate": certs.Identity().String()})
 					if len(lines) != 1 {
 						t.Fatalf("%d log lines for the refusal naming %s from %s, want 1", len(lines), certs.Identity(), local)
@@ -295,7 +237,7 @@ func TestControlRequestsNeedAConfiguredVoter(t *testing.T) {
 			if len(a.ControlLog()) <= n {
 				t.Error("an accepted request left no record in the control log")
 			}
-			if lines := logs.find(t, "refused a control request", map[string]string{"remote": local}); len(lines) != 0 {
+			if lines := logs.Find(t, "refused a control request", map[string]string{"remote": local}); len(lines) != 0 {
 				t.Errorf("an accepted request was logged as refused: %v", lines)
 			}
 			api.served(t)

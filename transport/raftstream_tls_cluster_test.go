@@ -1,12 +1,10 @@
 package transport_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
@@ -66,54 +65,23 @@ type tlsCluster struct {
 	fsms   []*countFSM
 	ids    []int32
 	// logs are what each voter's TLS stream layer logged.
-	logs []*jsonLog
+	logs []*testkit.JSONLog
 }
 
-// jsonLog is an hclog sink in JSON format that a test can search.
-type jsonLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *jsonLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *jsonLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *jsonLog) logger() hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Level: hclog.Info, JSONFormat: true, Output: l})
-}
-
-// refusals returns the handshakes the stream layer refused that match.
-func (l *jsonLog) refusals(t testing.TB, match func(rec map[string]any) bool) []map[string]any {
+// refusals returns the handshakes a stream layer refused, as its log
+// says, that match.
+func refusals(t testing.TB, l *testkit.JSONLog, match func(rec map[string]any) bool) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(l.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if rec["@message"] == "refused connection: TLS handshake failed" && match(rec) {
+	for _, rec := range l.Find(t, "refused connection: TLS handshake failed", nil) {
+		if match(rec) {
 			out = append(out, rec)
 		}
 	}
 	return out
 }
 
-// field reads a string field of a log record.
-func field(rec map[string]any, k string) string {
-	s, _ := rec[k].(string)
-	return s
-}
+var field = testkit.Field
 
 // newTLSCluster starts three voters (1001–1003) whose raft traffic runs
 // over mutual TLS, each accepting only the other configured voters.
@@ -129,9 +97,9 @@ func newTLSCluster(t *testing.T) *tlsCluster {
 			t.Fatal(err)
 		}
 		c.certs = append(c.certs, certs)
-		c.logs = append(c.logs, &jsonLog{})
+		c.logs = append(c.logs, &testkit.JSONLog{})
 		streams[i], err = transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs, Peers: peers,
-			Logger: c.logs[i].logger()})
+			Logger: c.logs[i].Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,7 +313,7 @@ func TestTLSRaftClusterRefusesStrangers(t *testing.T) {
 		// failed, which the stranger may learn of first.
 		for i, v := range c.voters {
 			votertest.WaitFor(t, 10*time.Second, fmt.Sprintf("voter %s to log %d refusals of %s", v.ID(), len(rpcs), s.name), func() bool {
-				return len(c.logs[i].refusals(t, s.is)) == len(rpcs)
+				return len(refusals(t, c.logs[i], s.is)) == len(rpcs)
 			})
 		}
 	}
@@ -413,12 +381,12 @@ func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	intruderLog := &jsonLog{}
+	intruderLog := &testkit.JSONLog{}
 	// The stopped voter's port is free once its listener has closed.
 	var stream *transport.StreamLayer
 	votertest.WaitFor(t, 10*time.Second, "the stopped voter's raft address to be free", func() bool {
 		stream, err = transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: victimAddr, Certs: certs,
-			Peers: tlsconfig.Voters(c.ids...), Logger: intruderLog.logger()})
+			Peers: tlsconfig.Voters(c.ids...), Logger: intruderLog.Logger()})
 		return err == nil
 	})
 	fsm := &countFSM{}
@@ -452,7 +420,7 @@ func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
 		if intruder.Raft().LastIndex() > 1 {
 			return true // it got in: reported below
 		}
-		return len(c.logs[other].refusals(t, isIntruder)) >= 3 && len(intruderLog.refusals(t, refusedByCluster)) >= 3
+		return len(refusals(t, c.logs[other], isIntruder)) >= 3 && len(refusals(t, intruderLog, refusedByCluster)) >= 3
 	})
 	c.apply(10)
 	applied += 10
@@ -465,10 +433,10 @@ func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
 		return true
 	})
 
-	if n := len(c.logs[other].refusals(t, isIntruder)); n < 3 {
+	if n := len(refusals(t, c.logs[other], isIntruder)); n < 3 {
 		t.Errorf("voter %s logged %d refusals of the intruder's certificate", c.voters[other].ID(), n)
 	}
-	if n := len(intruderLog.refusals(t, refusedByCluster)); n < 3 {
+	if n := len(refusals(t, intruderLog, refusedByCluster)); n < 3 {
 		t.Errorf("the intruder saw %d of its handshakes refused by a voter that dialled it", n)
 	}
 	for _, i := range running {

@@ -1,11 +1,8 @@
 package listener
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
@@ -86,53 +83,12 @@ func (c *testCluster) bareClient(t *testing.T, opts ...kgo.Opt) (*kgo.Client, *k
 	return cl, kadm.NewClient(cl)
 }
 
-// jsonLog is an hclog sink in JSON format that a test can search.
-type jsonLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *jsonLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// find returns the records with message msg whose fields hold the values
-// given.
-func (l *jsonLog) find(t testing.TB, msg string, fields map[string]string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	text := l.buf.String()
-	l.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(nil, 1<<20)
-next:
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if rec["@message"] != msg {
-			continue
-		}
-		for k, want := range fields {
-			if got, _ := rec[k].(string); got != want {
-				continue next
-			}
-		}
-		out = append(out, rec)
-	}
-	return out
-}
-
 // wantDenialLogged fails the test unless exactly one "request denied"
 // line names the principal, the operation and the resource, with the
 // reason and the client's address.
-func wantDenialLogged(t *testing.T, logs *jsonLog, principal, operation, resource string) {
+func wantDenialLogged(t *testing.T, logs *testkit.JSONLog, principal, operation, resource string) {
 	t.Helper()
-	lines := logs.find(t, "request denied", map[string]string{"principal": principal, "operation": operation, "resource": resource})
+	lines := logs.Find(t, "request denied", map[string]string{"principal": principal, "operation": operation, "resource": resource})
 	if len(lines) != 1 {
 		t.Fatalf("%d lines log the denial of %s %s to %s, want 1: %v", len(lines), operation, resource, principal, lines)
 	}
@@ -191,7 +147,7 @@ func (c *testCluster) adminState(i int) adminState {
 }
 
 func TestSASLAuthenticationAndAuthorization(t *testing.T) {
-	logs := &jsonLog{}
+	logs := &testkit.JSONLog{}
 	c := newSASLCluster(t, logs)
 	ctx := ctxT(t)
 	// kgo answers Metadata from its cache unless asked for authorized
@@ -329,7 +285,7 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 		wantDenialLogged(t, logs, "User:alice", "Create", "Topic:alice-orders")
 		wantDenialLogged(t, logs, "User:alice", "Describe", "Topic:secret")
 		// ElectLeaders, then CreateACLs.
-		lines := logs.find(t, "request denied", map[string]string{"principal": "User:alice", "operation": "Alter", "resource": "Cluster:kafka-cluster"})
+		lines := logs.Find(t, "request denied", map[string]string{"principal": "User:alice", "operation": "Alter", "resource": "Cluster:kafka-cluster"})
 		if len(lines) != 2 {
 			t.Fatalf("%d lines log alice's denied cluster alterations, want 2: %v", len(lines), lines)
 		}
@@ -627,7 +583,7 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 		// Each refusal is logged once: Describe before any rule, Alter
 		// (two calls) before the Alter rule, ClusterAction before its own.
 		for op, n := range map[string]int{"Describe": 1, "Alter": 4, "ClusterAction": 3} {
-			lines := logs.find(t, "request denied", map[string]string{"principal": "User:ops", "operation": op, "resource": "Cluster:" + cr})
+			lines := logs.Find(t, "request denied", map[string]string{"principal": "User:ops", "operation": op, "resource": "Cluster:" + cr})
 			if len(lines) != n {
 				t.Errorf("%d lines log ops denied %s on the cluster, want %d", len(lines), op, n)
 			}
