@@ -96,11 +96,10 @@ func (c *Controller) runLoop(a *activation) {
 				<-inflight.done
 				c.finish(inflight)
 			}
-			failRound(next, ErrNotController)
-			for _, ev := range pending {
-				ev.done <- eventResult{err: ErrNotController}
+			if next != nil {
+				pending = append(next.batch, pending...)
 			}
-			c.failQueued(a)
+			c.abandon(a, pending)
 			return
 		case ev := <-events:
 			pending = append(pending, ev)
@@ -128,10 +127,7 @@ func (c *Controller) runLoop(a *activation) {
 			}
 			if errors.Is(err, errLeadershipLost) {
 				c.log.Warn("leadership lost: active controller stopping", "epoch", a.epoch, "error", err)
-				for _, ev := range pending {
-					ev.done <- eventResult{err: ErrNotController}
-				}
-				c.failQueued(a)
+				c.abandon(a, pending)
 				c.mu.Lock()
 				if c.active == a {
 					c.active = nil
@@ -152,6 +148,15 @@ func (c *Controller) tickInterval() time.Duration {
 		d = time.Second
 	}
 	return d
+}
+
+// abandon answers the events the loop holds, and every queued one, with
+// NOT_CONTROLLER.
+func (c *Controller) abandon(a *activation, held []*event) {
+	for _, ev := range held {
+		ev.done <- eventResult{err: ErrNotController}
+	}
+	c.failQueued(a)
 }
 
 // failQueued answers every queued event with NOT_CONTROLLER.

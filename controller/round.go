@@ -104,9 +104,9 @@ func (c *Controller) compute(a *activation, r *round, events []*event) int {
 	r.compute += time.Since(start)
 	if n > 0 {
 		r.epoch = a.epoch
-	}
-	if c.computed != nil && n > 0 {
-		c.computed(n, r.over != nil)
+		if c.computed != nil {
+			c.computed(n, r.over != nil)
+		}
 	}
 	return n
 }
@@ -278,14 +278,4 @@ func (c *Controller) finish(r *round) error {
 		ev.done <- eventResult{value: v, index: idx}
 	}
 	return nil
-}
-
-// failRound answers every event of a round that was never proposed.
-func failRound(r *round, err error) {
-	if r == nil {
-		return
-	}
-	for _, ev := range r.batch {
-		ev.done <- eventResult{err: err}
-	}
 }
