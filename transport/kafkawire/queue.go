@@ -51,8 +51,7 @@ func (q *byteQueue) take(f *frameBytes, n int64) *queueWaiter {
 	defer q.mu.Unlock()
 	// The frame past the bound goes on; others wait behind any waiter.
 	if q.over == f || len(q.waiters) == 0 && q.admitLocked(f, n) {
-		q.reading += n
-		f.n += n
+		q.giveLocked(f, n)
 		return nil
 	}
 	w := &queueWaiter{f: f, n: n, ready: make(chan struct{})}
@@ -82,13 +81,8 @@ func (q *byteQueue) cancel(w *queueWaiter) {
 func (q *byteQueue) complete(f *frameBytes) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.reading -= f.n
 	q.queued += f.n
-	f.n = 0
-	if q.over == f {
-		q.over = nil
-	}
-	q.grantLocked()
+	q.doneReadingLocked(f)
 }
 
 // abandon gives back the bytes of a frame that will not be read to its
@@ -96,12 +90,23 @@ func (q *byteQueue) complete(f *frameBytes) {
 func (q *byteQueue) abandon(f *frameBytes) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.doneReadingLocked(f)
+}
+
+// doneReadingLocked takes f's bytes off those being read.
+func (q *byteQueue) doneReadingLocked(f *frameBytes) {
 	q.reading -= f.n
 	f.n = 0
 	if q.over == f {
 		q.over = nil
 	}
 	q.grantLocked()
+}
+
+// giveLocked gives f n more bytes.
+func (q *byteQueue) giveLocked(f *frameBytes, n int64) {
+	q.reading += n
+	f.n += n
 }
 
 // release gives back the n bytes of a frame read to its end, once it has
@@ -136,8 +141,7 @@ func (q *byteQueue) grantLocked() {
 		}
 		q.waiters[0] = nil
 		q.waiters = q.waiters[1:]
-		q.reading += w.n
-		w.f.n += w.n
+		q.giveLocked(w.f, w.n)
 		w.granted = true
 		close(w.ready)
 	}
