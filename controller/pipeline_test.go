@@ -177,6 +177,17 @@ func (e *pipelineEnv) create(name string) <-chan error {
 	return out
 }
 
+// holdFirstRound starts holding the log's entries, creates topic name
+// alone in a round, and returns where its outcome will arrive and the
+// round's entry, held.
+func (e *pipelineEnv) holdFirstRound(name string) (<-chan error, *heldEntry) {
+	e.t.Helper()
+	e.log.hold()
+	out := e.create(name)
+	e.awaitComputed(1, false)
+	return out, e.log.next(e.t)
+}
+
 // awaitComputed waits until n events have been computed and checks
 // whether they ran over a round in flight.
 func (e *pipelineEnv) awaitComputed(n int, over bool) {
@@ -227,10 +238,7 @@ func (e *pipelineEnv) topicExists(name string) bool {
 
 func TestNextRoundComputedWhileOneCommits(t *testing.T) {
 	e := newPipelineEnv(t, nil)
-	e.log.hold()
-	first := e.create("a")
-	e.awaitComputed(1, false)
-	r1 := e.log.next(t)
+	first, r1 := e.holdFirstRound("a")
 
 	// While the first round commits, a duplicate of its topic and a new
 	// one are computed over it: the duplicate is refused because of a
@@ -262,10 +270,7 @@ func TestNextRoundComputedWhileOneCommits(t *testing.T) {
 
 func TestRoundOverAFailedOneIsNeverProposed(t *testing.T) {
 	e := newPipelineEnv(t, nil)
-	e.log.hold()
-	first := e.create("a")
-	e.awaitComputed(1, false)
-	r1 := e.log.next(t)
+	first, r1 := e.holdFirstRound("a")
 	dup, second := e.create("a"), e.create("b")
 	e.awaitComputed(2, true)
 
@@ -283,10 +288,7 @@ func TestRoundOverAFailedOneIsNeverProposed(t *testing.T) {
 
 func TestRoundOverAnotherIsComputedAgainWhenTheLogHoldsMore(t *testing.T) {
 	e := newPipelineEnv(t, nil)
-	e.log.hold()
-	first := e.create("a")
-	e.awaitComputed(1, false)
-	r1 := e.log.next(t)
+	first, r1 := e.holdFirstRound("a")
 	second := e.create("b")
 	e.awaitComputed(1, true)
 
@@ -317,10 +319,8 @@ func TestRoundOverAnotherIsComputedAgainWhenTheLogHoldsMore(t *testing.T) {
 // the queue, which fills and holds its callers back. Nothing is lost.
 func TestQueueHoldsCallersWhileTheNextRoundIsFull(t *testing.T) {
 	e := newPipelineEnv(t, func(c *Config) { c.MaxEventsPerRound, c.QueueSize = 2, 4 })
-	e.log.hold()
-	outs := []<-chan error{e.create("t-00")}
-	e.awaitComputed(1, false)
-	held := e.log.next(t)
+	first, held := e.holdFirstRound("t-00")
+	outs := []<-chan error{first}
 	for i := 1; i <= 20; i++ {
 		outs = append(outs, e.create(fmt.Sprintf("t-%02d", i)))
 	}
@@ -386,10 +386,7 @@ func TestCatchUpPlannedAgainWhenItsRoundIsComputedAgain(t *testing.T) {
 	}
 	e.sender.Reset()
 
-	e.log.hold()
-	first := e.create("a")
-	e.awaitComputed(1, false)
-	r1 := e.log.next(t)
+	first, r1 := e.holdFirstRound("a")
 	hb := make(chan error, 1)
 	go func() {
 		_, err := e.c.Heartbeat(e.ctx, Heartbeat{BrokerID: 2, BrokerEpoch: e.epochs[2], MetadataOffset: mark})
