@@ -227,6 +227,15 @@ func (c *e2eCluster) checkClientView(topic string) {
 		}
 	}
 	for id, a := range c.agents {
+		// The live brokers come with UpdateMetadata, which the sender
+		// sends after the LeaderAndIsr that waitAgree may have seen.
+		waitFor(c.t, fmt.Sprintf("broker %d's UpdateMetadata", id), func() bool {
+			var ids []int32
+			for _, b := range a.Brokers() {
+				ids = append(ids, b.ID)
+			}
+			return slices.Equal(ids, live)
+		})
 		md := clientMetadata(c.t, a.Addr())
 		var got []int32
 		for _, b := range md.Brokers {
