@@ -82,7 +82,7 @@ func (c *Controller) activate(a *activation) error {
 		return fmt.Errorf("barrier: %w", err)
 	}
 	a.sessions = newSessions()
-	ev := &event{name: "activate", done: make(chan eventResult, 1)}
+	ev := c.newEvent("activate", nil)
 	ev.compute = func(ec *eventCtx) (any, error) {
 		cur, _ := ec.img().ControllerEpoch()
 		if err := ec.stageEach(&rl.ControllerEpoch{Epoch: cur + 1, NodeID: c.cfg.NodeID}); err != nil {
@@ -126,7 +126,7 @@ func (c *Controller) activate(a *activation) error {
 // resumeEvent finishes what the log shows in progress (see reconcile) and
 // then runs the resumers of multi-step work such as deletions.
 func (c *Controller) resumeEvent() *event {
-	return &event{name: "resume", done: make(chan eventResult, 1), compute: func(ec *eventCtx) (any, error) {
+	return c.newEvent("resume", func(ec *eventCtx) (any, error) {
 		if err := ec.reconcile(); err != nil {
 			return nil, err
 		}
@@ -136,5 +136,5 @@ func (c *Controller) resumeEvent() *event {
 			}
 		}
 		return nil, nil
-	}}
+	})
 }

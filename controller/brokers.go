@@ -162,9 +162,9 @@ func (ec *eventCtx) heartbeat(hb Heartbeat) (any, error) {
 
 // sessionCheckEvent fences every broker whose session expired.
 func (c *Controller) sessionCheckEvent() *event {
-	return &event{name: "session-check", done: make(chan eventResult, 1), compute: func(ec *eventCtx) (any, error) {
+	return c.newEvent("session-check", func(ec *eventCtx) (any, error) {
 		return nil, ec.expireSessions()
-	}}
+	})
 }
 
 // CheckSessions runs a session check now (the loop also runs one on a

@@ -157,6 +157,11 @@ type event struct {
 	done   chan eventResult
 }
 
+// newEvent makes an event stamped with the time it is queued.
+func (c *Controller) newEvent(name string, compute func(*eventCtx) (any, error)) *event {
+	return &event{name: name, enqueued: c.cfg.Clock.Now(), compute: compute, done: make(chan eventResult, 1)}
+}
+
 // call is a queued event whose result can be waited for.
 type call struct {
 	ev  *event
@@ -172,7 +177,8 @@ func (c *Controller) enqueue(ctx context.Context, name string, compute func(*eve
 	if a == nil {
 		return call{err: ErrNotController}
 	}
-	ev := &event{name: name, enqueued: c.cfg.Clock.Now(), compute: compute, finish: finish, done: make(chan eventResult, 1)}
+	ev := c.newEvent(name, compute)
+	ev.finish = finish
 	select {
 	case a.events <- ev:
 		return call{ev: ev, act: a}

@@ -351,10 +351,9 @@ func (c *Controller) HandleStopReplicaResponse(broker int32, results []StopRepli
 		return
 	}
 	results = slices.Clone(results)
-	ev := &event{name: "stop-replica-response", enqueued: c.cfg.Clock.Now(), done: make(chan eventResult, 1),
-		compute: func(ec *eventCtx) (any, error) {
-			return nil, ec.stopReplicaResponse(broker, results)
-		}}
+	ev := c.newEvent("stop-replica-response", func(ec *eventCtx) (any, error) {
+		return nil, ec.stopReplicaResponse(broker, results)
+	})
 	select {
 	case a.events <- ev:
 	default:
