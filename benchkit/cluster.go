@@ -21,7 +21,7 @@ import (
 )
 
 // cluster is three controller voters in this process over loopback TCP,
-// each with its own bolt files, and simulated brokers that register and
+// each with its own data directory, and simulated brokers that register and
 // heartbeat through the controller's API.
 type cluster struct {
 	dir     string

@@ -10,20 +10,26 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/ctrlquorum/ctrlquorum/raftlog/logstore"
 )
 
 const (
 	// BoltFile is the name of the bolt database inside a voter's data
-	// directory. It holds both the raft log and raft's stable state (current
-	// term, last vote), so a single fsync covers a log append and the vote
-	// that goes with it.
+	// directory. It holds raft's stable state (current term, last vote).
+	// Data directories written before LogDir existed also kept the log in
+	// it; OpenStores moves such a log out on first open.
 	BoltFile = "raft.db"
 
+	// LogDir is the directory of the raft log's segment files (see
+	// logstore).
+	LogDir = "log"
+
 	// logCacheSize is how many recent entries are kept in memory in front of
-	// bolt. Followers that lag slightly and the leader's own replication
-	// read the tail of the log over and over; serving it from memory keeps
-	// those reads off the disk. 512 covers several full AppendEntries
-	// batches.
+	// the log files. Followers that lag slightly and the leader's own
+	// replication read the tail of the log over and over; serving it from
+	// memory keeps those reads off the disk. 512 covers several full
+	// AppendEntries batches.
 	logCacheSize = 512
 
 	// snapshotsRetained is how many snapshots stay on disk. Two means a
@@ -35,22 +41,26 @@ const (
 // Stores is the on-disk state of one voter: the raft log, raft's stable
 // store and its snapshots, all under one data directory.
 //
-// Log and Stable are the same bolt database seen through two interfaces;
-// Log additionally goes through an in-memory cache of recent entries.
+// The log lives in its own append-only files, which take one fsync per
+// append where bolt takes two; Log goes through an in-memory cache of
+// recent entries. Stable is the bolt database, written only when the term
+// or the vote changes.
 type Stores struct {
 	Log       raft.LogStore
 	Stable    raft.StableStore
 	Snapshots raft.SnapshotStore
 
 	bolt      *raftboltdb.BoltStore
+	log       *logstore.Store
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // OpenStores opens (creating if needed) the raft state kept in dir:
-// dir/raft.db for the log and stable store, and dir/snapshots/ for
-// snapshots. Open it once per process: bolt takes an exclusive file lock,
-// so a second open of the same directory blocks until the first is closed.
+// dir/raft.db for the stable store, dir/log/ for the log and dir/snapshots/
+// for snapshots. Open it once per process: bolt takes an exclusive file
+// lock, so a second open of the same directory blocks until the first is
+// closed.
 func OpenStores(dir string, logger hclog.Logger) (*Stores, error) {
 	if dir == "" {
 		return nil, errors.New("raftlog: data dir is empty")
@@ -65,21 +75,34 @@ func OpenStores(dir string, logger hclog.Logger) (*Stores, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: open %s: %w", BoltFile, err)
 	}
-	cached, err := raft.NewLogCache(logCacheSize, bolt)
+	if err := moveLogOutOfBolt(dir, bolt, logger); err != nil {
+		_ = bolt.Close()
+		return nil, err
+	}
+	log, err := logstore.Open(filepath.Join(dir, LogDir), logstore.Options{Logger: logger.Named("log")})
 	if err != nil {
 		_ = bolt.Close()
-		return nil, fmt.Errorf("raftlog: log cache: %w", err)
+		return nil, fmt.Errorf("raftlog: %w", err)
+	}
+	fail := func(err error) (*Stores, error) {
+		_ = log.Close()
+		_ = bolt.Close()
+		return nil, err
+	}
+	cached, err := raft.NewLogCache(logCacheSize, log)
+	if err != nil {
+		return fail(fmt.Errorf("raftlog: log cache: %w", err))
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, logger.Named("snapshots"))
 	if err != nil {
-		_ = bolt.Close()
-		return nil, fmt.Errorf("raftlog: snapshot store: %w", err)
+		return fail(fmt.Errorf("raftlog: snapshot store: %w", err))
 	}
 	return &Stores{
 		Log:       cached,
 		Stable:    bolt,
 		Snapshots: snaps,
 		bolt:      bolt,
+		log:       log,
 	}, nil
 }
 
@@ -91,12 +114,12 @@ func (s *Stores) HasExistingState() (bool, error) {
 	return raft.HasExistingState(s.Log, s.Stable, s.Snapshots)
 }
 
-// Close releases the bolt database and its file lock. It must be called only
+// Close releases the log files, the bolt database and their locks. It must be called only
 // after raft has shut down, because raft keeps writing to the log until then.
 // Calling it more than once is safe.
 func (s *Stores) Close() error {
 	s.closeOnce.Do(func() {
-		s.closeErr = s.bolt.Close()
+		s.closeErr = errors.Join(s.log.Close(), s.bolt.Close())
 	})
 	return s.closeErr
 }

@@ -1,9 +1,16 @@
 package raftlog
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/ctrlquorum/ctrlquorum/raftlog/logstore"
 )
 
 func TestStoresPersistAcrossReopen(t *testing.T) {
@@ -43,4 +50,110 @@ func TestStoresPersistAcrossReopen(t *testing.T) {
 	if snaps, err := s.Snapshots.List(); err != nil || len(snaps) != 0 {
 		t.Fatalf("snapshots: %v, %v; want none", snaps, err)
 	}
+}
+
+// boltWithLog writes a data directory the way it was laid out before the log
+// had its own files: entries and stable state both in raft.db.
+func boltWithLog(t *testing.T, dir string, indexes ...uint64) {
+	t.Helper()
+	b, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, BoltFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, i := range indexes {
+		if err := b.StoreLog(&raft.Log{Index: i, Term: 2, Type: raft.LogCommand, Data: []byte(fmt.Sprint("e", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.SetUint64([]byte("CurrentTerm"), 2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func span(from, to uint64) []uint64 {
+	var out []uint64
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// checkMoved opens dir and checks the log holds exactly [first, last] with
+// the entries boltWithLog wrote, the term survived, and bolt has no log left.
+func checkMoved(t *testing.T, dir string, first, last uint64) {
+	t.Helper()
+	s, err := OpenStores(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gotFirst, _ := s.Log.FirstIndex()
+	gotLast, _ := s.Log.LastIndex()
+	if gotFirst != first || gotLast != last {
+		t.Fatalf("log [%d, %d] after the move, want [%d, %d]", gotFirst, gotLast, first, last)
+	}
+	for i := first; i <= last; i++ {
+		var l raft.Log
+		if err := s.Log.GetLog(i, &l); err != nil || string(l.Data) != fmt.Sprint("e", i) || l.Term != 2 {
+			t.Fatalf("entry %d after the move: %+v, %v", i, l, err)
+		}
+	}
+	if term, err := s.Stable.GetUint64([]byte("CurrentTerm")); err != nil || term != 2 {
+		t.Fatalf("CurrentTerm after the move: %d, %v", term, err)
+	}
+	if boltLast, err := s.bolt.LastIndex(); err != nil || boltLast != 0 {
+		t.Fatalf("bolt still holds a log up to %d (%v)", boltLast, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, LogDir+".moving")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the move left its working directory behind: %v", err)
+	}
+}
+
+func TestLogInBoltIsMovedOut(t *testing.T) {
+	dir := t.TempDir()
+	boltWithLog(t, dir, span(1, 3000)...)
+	checkMoved(t, dir, 1, 3000)
+	checkMoved(t, dir, 1, 3000) // a second open finds nothing to move
+}
+
+func TestMoveKeepsOnlyTheEntriesAfterAGap(t *testing.T) {
+	dir := t.TempDir()
+	boltWithLog(t, dir, append(span(1, 40), span(900, 950)...)...)
+	checkMoved(t, dir, 900, 950)
+}
+
+func TestMoveInterruptedBeforeItsRenameStartsAgain(t *testing.T) {
+	dir := t.TempDir()
+	boltWithLog(t, dir, span(5, 80)...)
+	// What a crash while copying leaves: a partial copy under the working
+	// name, holding entries that must not survive.
+	partial, err := logstore.Open(filepath.Join(dir, LogDir+".moving"), logstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := partial.StoreLogs([]*raft.Log{{Index: 5, Term: 9, Data: []byte("stale")}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = partial.Close()
+	checkMoved(t, dir, 5, 80)
+}
+
+func TestMoveInterruptedAfterItsRenameKeepsTheMovedLog(t *testing.T) {
+	dir := t.TempDir()
+	boltWithLog(t, dir, span(1, 50)...)
+	checkMoved(t, dir, 1, 50)
+	// A crash after the rename but before bolt's copy was deleted: the bolt
+	// log is a leftover and must not be copied over the moved one, which
+	// has since grown.
+	s, err := OpenStores(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Log.StoreLog(&raft.Log{Index: 51, Term: 2, Data: []byte("e51")}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	boltWithLog(t, dir, span(1, 50)...)
+	checkMoved(t, dir, 1, 51)
 }

@@ -46,7 +46,8 @@ type Config struct {
 	// takes ownership and closes it on Shutdown.
 	Stream *transport.StreamLayer
 
-	// DataDir holds raft.db and the snapshots directory.
+	// DataDir holds raft.db (term and vote), the log directory and the
+	// snapshots directory.
 	DataDir string
 
 	// Peers are all voters including this one. They are used only to

@@ -1,7 +1,7 @@
 // Package voter runs one controller voter: a hashicorp/raft node whose log
-// and stable state live in a bolt file (raftlog.OpenStores), whose snapshots
-// live in files next to it, and whose peers are reached over the TCP stream
-// layer of package transport.
+// lives in segment files and whose term and vote live in a bolt file
+// (raftlog.OpenStores), whose snapshots live in files next to them, and
+// whose peers are reached over the TCP stream layer of package transport.
 //
 // # What a voter is
 //
@@ -26,7 +26,7 @@
 // log says, so a restarted node cannot silently redefine the cluster. A
 // voter started with no state and no Peers waits to be added by the leader.
 //
-// Shutdown stops raft, then the transport, then closes the bolt file. It is
+// Shutdown stops raft, then the transport, then closes the stores. It is
 // not graceful for the cluster: a leader that shuts down leaves the others to
 // notice through election timeouts. For a planned stop call
 // TransferLeadership first, which hands leadership to an up-to-date follower

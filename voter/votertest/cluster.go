@@ -88,7 +88,7 @@ func NewCluster(t testing.TB, n int, newFSM func(id string) raft.FSM, opts ...fu
 		c.nodes = append(c.nodes, &node{cfg: cfg})
 	}
 	// Registered after the t.TempDir calls, so it runs before they are
-	// removed: bolt files are closed before their directory goes away.
+	// removed: the stores are closed before their directory goes away.
 	t.Cleanup(c.Shutdown)
 
 	for i, nd := range c.nodes {

@@ -1,0 +1,297 @@
+package logstore
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+const segmentSuffix = ".seg"
+
+// segment is one file of the log. Its name is the index of its first entry;
+// offsets[i] is where the frame of entry first+i starts, and size is where
+// the last valid frame ends (the next append goes there).
+//
+// The active segment's file is allocated up front to alloc bytes (see
+// preallocate), so the file is usually longer than size and reads as zeros
+// past it.
+type segment struct {
+	path    string
+	f       *os.File
+	first   uint64
+	offsets []int64
+	size    int64
+	alloc   int64
+	noSync  bool
+}
+
+func segmentName(first uint64) string {
+	return fmt.Sprintf("%020d%s", first, segmentSuffix)
+}
+
+// parseSegmentName returns the first index a segment file name carries, or
+// ok=false for a file that is not a segment.
+func parseSegmentName(name string) (first uint64, ok bool) {
+	base, found := strings.CutSuffix(name, segmentSuffix)
+	if !found || len(base) != 20 {
+		return 0, false
+	}
+	first, err := strconv.ParseUint(base, 10, 64)
+	return first, err == nil
+}
+
+// entries is how many entries the segment holds.
+func (s *segment) entries() uint64 { return uint64(len(s.offsets)) }
+
+// last is the index of the segment's last entry; only meaningful when it
+// holds at least one.
+func (s *segment) last() uint64 { return s.first + s.entries() - 1 }
+
+// frameBounds returns where entry idx's frame starts and ends in the file.
+func (s *segment) frameBounds(idx uint64) (start, end int64) {
+	i := idx - s.first
+	start = s.offsets[i]
+	end = s.size
+	if i+1 < s.entries() {
+		end = s.offsets[i+1]
+	}
+	return start, end
+}
+
+func createSegment(dir string, first uint64, alloc int64, noSync bool) (*segment, error) {
+	path := filepath.Join(dir, segmentName(first))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: create segment: %w", err)
+	}
+	seg := &segment{path: path, f: f, first: first, alloc: alloc, noSync: noSync}
+	seg.preallocate()
+	if !noSync {
+		if err := syncDir(dir); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	return seg, nil
+}
+
+// preallocate reserves the file's blocks from size up to alloc. An append
+// into reserved space leaves the file's size and block map as they are, so
+// its fdatasync writes the data alone instead of also committing the file
+// system's journal; with three voters syncing at once on one disk that is a
+// quarter of the sync time. Where the file system cannot reserve space,
+// appends simply grow the file.
+func (s *segment) preallocate() {
+	reserve(s.f, s.size, s.alloc)
+}
+
+func reserve(f *os.File, from, to int64) {
+	if to > from {
+		_ = unix.Fallocate(int(f.Fd()), 0, from, to-from)
+	}
+}
+
+// seal gives back the reserved space past the last frame of a segment that
+// takes no more appends.
+func (s *segment) seal() error {
+	return s.truncate(s.size, 0)
+}
+
+// cut drops everything in the file from size on, reserves the space up to
+// alloc again (reading as zeros), and makes that durable.
+func (s *segment) cut(size int64) error {
+	if err := s.truncate(size, s.alloc); err != nil {
+		return err
+	}
+	s.size = size
+	return nil
+}
+
+func (s *segment) truncate(size, reserveTo int64) error {
+	if err := s.f.Truncate(size); err != nil {
+		return fmt.Errorf("logstore: truncate %s: %w", s.path, err)
+	}
+	reserve(s.f, size, reserveTo)
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("logstore: sync %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// tailDamage describes bytes at the end of the last segment that do not form
+// a whole valid frame: what a crash leaves when it stops an append before its
+// fsync returned. Such an append was never acknowledged, so dropping it loses
+// nothing anyone was told is stored.
+type tailDamage struct {
+	offset int64 // where the damage starts
+	bytes  int64 // how many bytes are dropped
+	reason error
+}
+
+// corruptError is damage that a crashed append cannot explain: a bad frame
+// followed by more data, a frame with the wrong index, a damaged segment that
+// is not the last. Opening stops on it rather than guess which entries are
+// real.
+type corruptError struct {
+	path   string
+	offset int64
+	err    error
+}
+
+func (e *corruptError) Error() string {
+	return fmt.Sprintf("logstore: %s is damaged at offset %d: %v; the entries from there on cannot be trusted. "+
+		"If the other voters are healthy, move this voter's data directory aside and let it rejoin from their snapshot",
+		e.path, e.offset, e.err)
+}
+
+func (e *corruptError) Unwrap() error { return e.err }
+
+// scan reads the segment's frames from the start, checking each checksum and
+// that indexes follow the file name. It fills offsets and size with the valid
+// prefix. Zeros after the last frame are reserved space, not damage. Damage
+// followed only by zeros is reported as tailDamage (the caller decides
+// whether a tail may be dropped); anything else is a corruptError.
+func (s *segment) scan() (*tailDamage, error) {
+	info, err := s.f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("logstore: stat %s: %w", s.path, err)
+	}
+	fileSize := info.Size()
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, fileSize), 1<<20)
+	var frame []byte
+	var off int64
+	// zerosFrom reports whether the file holds only zeros from pos on.
+	zerosFrom := func(pos int64) (bool, error) {
+		zero, err := allZero(s.f, pos, fileSize)
+		if err != nil {
+			return false, fmt.Errorf("logstore: read %s: %w", s.path, err)
+		}
+		return zero, nil
+	}
+	// damaged classifies a bad frame at off: a torn tail if nothing but
+	// zeros follows from `after` on, corruption otherwise.
+	damaged := func(after int64, reason error) (*tailDamage, error) {
+		zero, err := zerosFrom(after)
+		if err != nil {
+			return nil, err
+		}
+		if !zero {
+			return nil, &corruptError{path: s.path, offset: off, err: reason}
+		}
+		return &tailDamage{offset: off, bytes: fileSize - off, reason: reason}, nil
+	}
+	for off < fileSize {
+		remaining := fileSize - off
+		if remaining < frameHeaderSize {
+			if zero, err := zerosFrom(off); err != nil || zero {
+				return nil, err
+			}
+			return &tailDamage{offset: off, bytes: remaining, reason: errors.New("partial frame header")}, nil
+		}
+		var header [frameHeaderSize]byte
+		if _, err := io.ReadFull(r, header[:]); err != nil {
+			return nil, fmt.Errorf("logstore: read %s: %w", s.path, err)
+		}
+		if header == [frameHeaderSize]byte{} {
+			// The end of the frames, in reserved space, unless data
+			// follows.
+			zero, err := zerosFrom(off + frameHeaderSize)
+			if err != nil || zero {
+				return nil, err
+			}
+			return nil, &corruptError{path: s.path, offset: off, err: errors.New("an empty frame header followed by data")}
+		}
+		bodyLen, err := frameBodyLen(header[:])
+		if err != nil {
+			return damaged(off+frameHeaderSize, err)
+		}
+		if int64(frameHeaderSize+bodyLen) > remaining {
+			return &tailDamage{offset: off, bytes: remaining,
+				reason: fmt.Errorf("frame of %d bytes, %d left in the file", frameHeaderSize+bodyLen, remaining)}, nil
+		}
+		if cap(frame) < frameHeaderSize+bodyLen {
+			frame = make([]byte, frameHeaderSize+bodyLen)
+		}
+		frame = frame[:frameHeaderSize+bodyLen]
+		copy(frame, header[:])
+		if _, err := io.ReadFull(r, frame[frameHeaderSize:]); err != nil {
+			return nil, fmt.Errorf("logstore: read %s: %w", s.path, err)
+		}
+		if err := checkFrame(frame); err != nil {
+			// Torn inside when only zeros follow: the file's space was
+			// there but not all of the frame's data reached the disk.
+			return damaged(off+int64(len(frame)), err)
+		}
+		if want := s.first + s.entries(); frameIndex(frame) != want {
+			return nil, &corruptError{path: s.path, offset: off,
+				err: fmt.Errorf("frame holds index %d, expected %d", frameIndex(frame), want)}
+		}
+		s.offsets = append(s.offsets, off)
+		off += int64(len(frame))
+		s.size = off
+	}
+	return nil, nil
+}
+
+// allZero reports whether the file holds only zero bytes in [from, to): the
+// shape of space a file system allocated for an append whose data it never
+// wrote.
+func allZero(f *os.File, from, to int64) (bool, error) {
+	buf := make([]byte, 64<<10)
+	zeros := make([]byte, len(buf))
+	for from < to {
+		n := min(int64(len(buf)), to-from)
+		if _, err := f.ReadAt(buf[:n], from); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(buf[:n], zeros[:n]) {
+			return false, nil
+		}
+		from += n
+	}
+	return true, nil
+}
+
+// remove closes and deletes the segment file. The caller syncs the
+// directory.
+func (s *segment) remove() error {
+	_ = s.f.Close()
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("logstore: remove %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// sync makes the file's data durable.
+func (s *segment) sync() error {
+	if s.noSync {
+		return nil
+	}
+	for {
+		err := unix.Fdatasync(int(s.f.Fd()))
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// syncDir makes file creations, removals and renames in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("logstore: open dir for sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("logstore: sync dir %s: %w", dir, err)
+	}
+	return nil
+}
