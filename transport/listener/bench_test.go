@@ -33,7 +33,8 @@ import (
 //	go test -run '^$' -bench CreateTopicsOverWire -benchtime 4000x ./transport/listener
 func BenchmarkCreateTopicsOverWire(b *testing.B) {
 	const clients = 64
-	c := newTestCluster(b, clusterOpts{session: 30 * time.Second, steady: true})
+	rounds := &roundRecorder{}
+	c := newTestCluster(b, clusterOpts{session: 30 * time.Second, steady: true, observer: rounds})
 	c.startBrokers(3)
 	active := c.active(20 * time.Second)
 
@@ -55,6 +56,7 @@ func BenchmarkCreateTopicsOverWire(b *testing.B) {
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	b.ResetTimer()
+	rounds.reset()
 	cpu0 := processCPU()
 	start := time.Now()
 	for _, adm := range adms {
@@ -82,6 +84,7 @@ func BenchmarkCreateTopicsOverWire(b *testing.B) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	cpu := processCPU() - cpu0
+	loop := rounds.summary()
 	b.StopTimer()
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
@@ -108,10 +111,58 @@ func BenchmarkCreateTopicsOverWire(b *testing.B) {
 	b.ReportMetric(ms(r99), "raft-p99-ms")
 	b.ReportMetric(float64(b.N)/directElapsed.Seconds(), "direct-topics/s")
 	b.ReportMetric(ms(d50), "direct-p50-ms")
+	b.ReportMetric(loop.eventsPerRound, "events/round")
+	b.ReportMetric(ms(loop.compute), "round-compute-ms")
+	b.ReportMetric(ms(loop.commit), "round-commit-ms")
+	b.ReportMetric(ms(loop.queue), "queue-ms")
 	b.Logf("%d topics from %d kgo clients in %v: %.0f topics/s, CreateTopics p50 %v p99 %v | raw raft apply (sequential, 100 B) p50 %v p99 %v, p50 ratio %.1fx | direct Controller.CreateTopics from %d goroutines: %.0f topics/s, p50 %v p99 %v",
 		b.N, clients, elapsed.Round(time.Millisecond), rate, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond),
 		r50.Round(10*time.Microsecond), r99.Round(10*time.Microsecond), float64(p50)/float64(r50),
 		clients, float64(b.N)/directElapsed.Seconds(), d50.Round(10*time.Microsecond), d99.Round(10*time.Microsecond))
+}
+
+// roundRecorder sums what the active controller reports of its rounds.
+type roundRecorder struct {
+	mu                     sync.Mutex
+	rounds, events         int
+	compute, commit, queue time.Duration
+}
+
+func (r *roundRecorder) RoundCommitted(st controller.RoundStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rounds++
+	r.events += st.Events
+	r.compute += st.Compute
+	r.commit += st.Commit
+	for _, q := range st.QueueTimes {
+		r.queue += q
+	}
+}
+
+func (r *roundRecorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rounds, r.events = 0, 0
+	r.compute, r.commit, r.queue = 0, 0, 0
+}
+
+// roundSummary holds means: events per round, a round's compute and commit
+// time, and an event's wait in the queue.
+type roundSummary struct {
+	eventsPerRound         float64
+	compute, commit, queue time.Duration
+}
+
+func (r *roundRecorder) summary() roundSummary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rounds == 0 || r.events == 0 {
+		return roundSummary{}
+	}
+	n := time.Duration(r.rounds)
+	return roundSummary{eventsPerRound: float64(r.events) / float64(r.rounds),
+		compute: r.compute / n, commit: r.commit / n, queue: r.queue / time.Duration(r.events)}
 }
 
 // processCPU is the CPU time this process has used, user and system.

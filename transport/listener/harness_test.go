@@ -59,6 +59,7 @@ type testCluster struct {
 	// logs, when set, also receives the voters' and listeners' log lines
 	// at Info and above, in JSON.
 	logs io.Writer
+	observer controller.Observer
 }
 
 type clusterOpts struct {
@@ -73,6 +74,8 @@ type clusterOpts struct {
 	security   SecurityConfig
 	clientOpts []kgo.Opt
 	logs       io.Writer
+	// observer, when set, is every voter's controller.Observer.
+	observer controller.Observer
 }
 
 func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
@@ -81,7 +84,7 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 		opts.session = 6 * time.Second
 	}
 	c := &testCluster{t: t, session: opts.session, steady: opts.steady, brokers: map[int32]*testBroker{},
-		security: opts.security, clientOpts: opts.clientOpts, logs: opts.logs}
+		security: opts.security, clientOpts: opts.clientOpts, logs: opts.logs, observer: opts.observer}
 	if opts.tls {
 		c.tls = newClusterTLS(t, []int32{1001, 1002, 1003})
 	}
@@ -150,6 +153,7 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 		Sender:         sender,
 		SessionTimeout: c.session,
 		Logger:         c.logger(fmt.Sprintf("voter-%d", c.ids[i])),
+		Controller: func(cc *controller.Config) { cc.Observer = c.observer },
 		Voter: func(vc *voter.Config) {
 			vc.Stream = stream
 			if c.steady {
