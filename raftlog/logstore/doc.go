@@ -11,12 +11,15 @@
 // first entry, plus a LOCK file held with flock while the store is open.
 // Every entry is one frame (see frame.go). An append writes all its frames
 // with one write and syncs once; a segment that would grow past
-// Options.SegmentBytes is left as it is and the append starts a new one.
+// Options.SegmentBytes is cut back to its frames and the append starts a new
+// one. The active segment's file runs on in zeros past its frames, made a
+// chunk at a time by the appends that need the room: overwriting bytes the
+// file already holds makes the sync cheaper (see zeroAhead).
 //
 // Crashes: an append is acknowledged only after its sync returned, so the
 // only data a crash can damage is the unacknowledged end of the last
-// segment. Open drops exactly that shape of damage — a partial frame at the
-// end of the file, or a tail of zeros — and logs what it dropped. Damage
+// segment. Open drops exactly that shape of damage — a partial or torn
+// frame followed by nothing but zeros — and logs what it dropped. Damage
 // anywhere else (a bad frame followed by good data, a damaged older
 // segment, a frame with the wrong index) is not explained by a crash; Open
 // refuses it with an error naming the file and offset rather than guess

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultSegmentBytes is the size past which appends go to a new segment,
-// and the space a new segment reserves. Compaction frees whole segments, so
+// DefaultSegmentBytes is the size past which appends go to a new segment.
+// Compaction frees whole segments, so
 // smaller segments give back disk sooner; larger ones mean fewer files.
 // 16 MiB holds tens of thousands of typical entries, more than raft keeps
 // between snapshots.
@@ -117,7 +117,7 @@ func (s *Store) load() error {
 		if err != nil {
 			return fmt.Errorf("logstore: open %s: %w", path, err)
 		}
-		s.segs = append(s.segs, &segment{path: path, f: f, first: first, alloc: s.opts.SegmentBytes, noSync: s.opts.noSync})
+		s.segs = append(s.segs, &segment{path: path, f: f, first: first, noSync: s.opts.noSync})
 	}
 	slices.SortFunc(s.segs, func(a, b *segment) int {
 		switch {
@@ -165,7 +165,6 @@ func (s *Store) load() error {
 	if len(s.segs) > 0 {
 		s.first = s.segs[0].first
 		s.last = s.segs[len(s.segs)-1].last()
-		s.segs[len(s.segs)-1].preallocate()
 	}
 	return nil
 }
@@ -276,6 +275,8 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		offsets = append(offsets, active.size+int64(len(buf)))
 		buf = appendFrame(buf, l)
 	}
+	framed := len(buf)
+	buf = active.zeroAhead(buf)
 	s.buf = buf
 	if cap(s.buf) > 4<<20 {
 		s.buf = nil // do not pin a one-off large batch
@@ -287,7 +288,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 
 	s.mu.Lock()
 	active.offsets = append(active.offsets, offsets...)
-	active.size += int64(len(buf))
+	active.size += int64(framed)
 	if s.last == 0 {
 		s.first = logs[0].Index
 	}
@@ -316,11 +317,11 @@ func (s *Store) activeFor(index uint64, size int64) (*segment, error) {
 			return cur, nil
 		default:
 			if err := cur.seal(); err != nil {
-				s.logger.Warn("could not give back the space reserved past a full raft log segment", "file", cur.path, "error", err)
+				s.logger.Warn("could not give back the zeros past the end of a full raft log segment", "file", cur.path, "error", err)
 			}
 		}
 	}
-	seg, err := createSegment(s.dir, index, s.opts.SegmentBytes, s.opts.noSync)
+	seg, err := createSegment(s.dir, index, s.opts.noSync)
 	if err != nil {
 		return nil, err
 	}
@@ -331,19 +332,21 @@ func (s *Store) activeFor(index uint64, size int64) (*segment, error) {
 	return seg, nil
 }
 
-// write puts buf at the end of seg and syncs it. A failed write is undone
-// by cutting the file back; if even that fails, the store refuses further
-// writes, since what is on disk past its end is unknown.
+// write puts buf at the end of seg's frames and syncs it. A failed write is
+// undone by cutting the file back; if even that fails, the store refuses
+// further writes, since what is on disk past its end is unknown.
 func (s *Store) write(seg *segment, buf []byte) error {
 	_, err := seg.f.WriteAt(buf, seg.size)
 	if err == nil {
 		err = seg.sync()
 	}
 	if err == nil {
+		seg.written = max(seg.written, seg.size+int64(len(buf)))
 		return nil
 	}
 	err = fmt.Errorf("logstore: append to %s: %w", seg.path, err)
-	if terr := seg.cut(seg.size); terr != nil {
+	seg.written = seg.size
+	if terr := seg.truncate(seg.size); terr != nil {
 		s.broken = fmt.Errorf("%w; undoing it failed too: %v", err, terr)
 		s.logger.Error("raft log store stopped taking writes", "error", s.broken)
 	}

@@ -159,14 +159,14 @@ func TestRollCompactAndReopen(t *testing.T) {
 		t.Fatalf("%d segment files for 1000 entries at 4 KiB each, want several", len(files))
 	}
 	checkRange(t, s, 1, 1000, term1)
-	// Full segments hold exactly their frames; the active one has its
-	// space reserved.
+	// Full segments hold exactly their frames; the active one runs on in
+	// zeros to a chunk boundary.
 	for i, seg := range s.segs {
 		info, err := os.Stat(seg.path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if active := i == len(s.segs)-1; active && info.Size() != 4<<10 || !active && info.Size() != seg.size {
+		if active := i == len(s.segs)-1; active && (info.Size() < seg.size || info.Size()%zeroChunk != 0) || !active && info.Size() != seg.size {
 			t.Fatalf("segment %d of %d: file of %d bytes, frames end at %d", i+1, len(s.segs), info.Size(), seg.size)
 		}
 	}
@@ -252,7 +252,7 @@ func TestSecondOpenOfADirectoryIsRefused(t *testing.T) {
 }
 
 // lastSegment returns the path of the newest segment file and where its
-// frames end (the file itself is longer: reserved space).
+// frames end (the file itself runs on in zeros).
 func lastSegment(t *testing.T, dir string) (string, int64) {
 	t.Helper()
 	s, err := Open(dir, Options{SegmentBytes: 2 << 10})
@@ -269,9 +269,8 @@ func lastSegment(t *testing.T, dir string) (string, int64) {
 
 func TestCrashDamageAtTheEndIsDropped(t *testing.T) {
 	lastFrame := int64(frameSize(entry(20, 1)))
-	// Each damage comes twice: in a file cut at the end of its frames, as
-	// on a file system that cannot reserve space, and inside reserved
-	// space, which reads as zeros.
+	// Each damage comes twice: in a file that ends with its frames, and in
+	// one that runs on in zeros past them.
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, path string, end int64)
@@ -280,13 +279,13 @@ func TestCrashDamageAtTheEndIsDropped(t *testing.T) {
 		{"frame cut short", func(t *testing.T, path string, end int64) {
 			truncateFile(t, path, end-lastFrame/2)
 		}, 19},
-		{"frame cut short in reserved space", func(t *testing.T, path string, end int64) {
+		{"frame cut short in the zeros past the frames", func(t *testing.T, path string, end int64) {
 			writeAt(t, path, end-lastFrame/2, make([]byte, lastFrame/2))
 		}, 19},
 		{"header cut short", func(t *testing.T, path string, end int64) {
 			truncateFile(t, path, end-lastFrame+5)
 		}, 19},
-		{"header torn in reserved space", func(t *testing.T, path string, end int64) {
+		{"header torn in the zeros past the frames", func(t *testing.T, path string, end int64) {
 			writeAt(t, path, end-lastFrame+5, make([]byte, lastFrame-5))
 		}, 19},
 		{"zeros after the last frame", func(t *testing.T, path string, end int64) {
@@ -297,7 +296,7 @@ func TestCrashDamageAtTheEndIsDropped(t *testing.T) {
 			truncateFile(t, path, end)
 			appendBytes(t, path, []byte{1, 2, 3})
 		}, 20},
-		{"partial header in reserved space", func(t *testing.T, path string, end int64) {
+		{"partial header in the zeros past the frames", func(t *testing.T, path string, end int64) {
 			writeAt(t, path, end, []byte{1, 2, 3})
 		}, 20},
 		{"last frame's data never written", func(t *testing.T, path string, end int64) {
@@ -307,7 +306,7 @@ func TestCrashDamageAtTheEndIsDropped(t *testing.T) {
 			truncateFile(t, path, end)
 			appendBytes(t, path, appendFrame(nil, entry(21, 1))[:30])
 		}, 20},
-		{"frame torn in reserved space", func(t *testing.T, path string, end int64) {
+		{"frame torn in the zeros past the frames", func(t *testing.T, path string, end int64) {
 			writeAt(t, path, end, appendFrame(nil, entry(21, 1))[:30])
 		}, 20},
 	}
