@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -15,6 +16,7 @@ type (
 	plainReplicaStateChange   ReplicaStateChange
 	plainPartitionStateChange PartitionStateChange
 	plainPartitionChanges     PartitionChanges
+	plainTopic                Topic
 )
 
 // marshalCompact encodes v as the record encoder does.
@@ -116,4 +118,38 @@ func BenchmarkDecodeBatchPartitionChangesRecord(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10_000), "ns/change")
+}
+
+// The hand-written decoders must read what the struct-tag decoder reads,
+// from what the struct-tag encoder writes, and refuse what it refuses.
+func TestFastDecodeMatchesStructTags(t *testing.T) {
+	long := string(bytes.Repeat([]byte("k"), 70_000))
+	topics := []*Topic{
+		{TopicID: tid, Name: "orders"},
+		{TopicID: tid, Name: "orders", Configs: []ConfigEntry{}},
+		{TopicID: tid, Name: string(bytes.Repeat([]byte("n"), 249)), Configs: []ConfigEntry{{Key: "min.insync.replicas", Value: "2"}, {Key: long, Value: ""}}},
+		{TopicID: tid, Name: string(bytes.Repeat([]byte("m"), 40))},
+	}
+	for _, tp := range topics {
+		enc, err := marshalCompact((*plainTopic)(tp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fast, tags Topic
+		if err := decodeBody(&fast, enc); err != nil {
+			t.Fatalf("fast decode of %q: %v", tp.Name[:min(len(tp.Name), 20)], err)
+		}
+		if err := msgpack.Unmarshal(enc, (*plainTopic)(&tags)); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fast, tags) || !reflect.DeepEqual(fast, *tp) {
+			t.Fatalf("fast decode %+v, struct tags %+v, written %+v", fast, tags, *tp)
+		}
+		for cut := range enc {
+			var v Topic
+			if err := decodeBody(&v, enc[:cut]); err == nil {
+				t.Fatalf("a body cut to %d of %d bytes decoded", cut, len(enc))
+			}
+		}
+	}
 }

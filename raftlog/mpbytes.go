@@ -367,3 +367,73 @@ func (r *mpReader) int32sFrom(pool []int32, ahead int) ([]int32, []int32, error)
 	}
 	return pool[start:len(pool):len(pool)], pool, nil
 }
+
+// str reads a string written as msgpack str (or bin, or nil for "", as
+// msgpack.Decoder accepts).
+func (r *mpReader) str() (string, error) {
+	c, err := r.code()
+	if err != nil {
+		return "", err
+	}
+	var n uint64
+	switch {
+	case c == 0xc0:
+		return "", nil
+	case c >= 0xa0 && c <= 0xbf:
+		n = uint64(c & 0x1f)
+	case c == 0xd9 || c == 0xc4:
+		s, err := r.take(1)
+		if err != nil {
+			return "", err
+		}
+		n = uint64(s[0])
+	case c == 0xda || c == 0xc5:
+		s, err := r.take(2)
+		if err != nil {
+			return "", err
+		}
+		n = uint64(binary.BigEndian.Uint16(s))
+	case c == 0xdb || c == 0xc6:
+		s, err := r.take(4)
+		if err != nil {
+			return "", err
+		}
+		n = uint64(binary.BigEndian.Uint32(s))
+	default:
+		return "", fmt.Errorf("msgpack: code %#x is not a string", c)
+	}
+	if n > uint64(len(r.b)-r.pos) {
+		return "", errShort
+	}
+	s, err := r.take(int(n))
+	return string(s), err
+}
+
+func (rec *Topic) decodeFast(r *mpReader) (err error) {
+	if err = r.expectArray("Topic", 3); err != nil {
+		return err
+	}
+	if err = r.topicID(&rec.TopicID); err != nil {
+		return err
+	}
+	if rec.Name, err = r.str(); err != nil {
+		return err
+	}
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return err
+	}
+	rec.Configs = make([]ConfigEntry, n)
+	for i := range rec.Configs {
+		if err = r.expectArray("ConfigEntry", 2); err != nil {
+			return err
+		}
+		if rec.Configs[i].Key, err = r.str(); err != nil {
+			return err
+		}
+		if rec.Configs[i].Value, err = r.str(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
