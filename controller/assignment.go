@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // BrokerInfo is what replica placement needs to know about a broker.
@@ -172,24 +173,27 @@ func assignRackUnaware(ids []int32, partitions, rf, start, firstID int) [][]int3
 // positions are on different racks for as long as the racks last. It also
 // returns the number of racks.
 func rackAlternated(sorted []BrokerInfo) ([]BrokerInfo, int) {
-	byRack := make(map[string][]BrokerInfo)
-	var racks []string
-	for _, b := range sorted {
-		if _, ok := byRack[b.Rack]; !ok {
-			racks = append(racks, b.Rack)
+	// Stable, so each rack's brokers keep their id order.
+	byRack := slices.Clone(sorted)
+	slices.SortStableFunc(byRack, func(a, b BrokerInfo) int { return strings.Compare(a.Rack, b.Rack) })
+	// Rack r's brokers are byRack[starts[r]:starts[r+1]].
+	starts := make([]int, 0, 8)
+	for i, b := range byRack {
+		if i == 0 || b.Rack != byRack[i-1].Rack {
+			starts = append(starts, i)
 		}
-		byRack[b.Rack] = append(byRack[b.Rack], b)
 	}
-	slices.Sort(racks)
+	racks := len(starts)
+	starts = append(starts, len(byRack))
 	out := make([]BrokerInfo, 0, len(sorted))
 	for round := 0; len(out) < len(sorted); round++ {
-		for _, r := range racks {
-			if round < len(byRack[r]) {
-				out = append(out, byRack[r][round])
+		for r := range racks {
+			if i := starts[r] + round; i < starts[r+1] {
+				out = append(out, byRack[i])
 			}
 		}
 	}
-	return out, len(racks)
+	return out, racks
 }
 
 func assignRackAware(sorted []BrokerInfo, partitions, rf, start, firstID int) [][]int32 {

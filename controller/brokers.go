@@ -131,7 +131,7 @@ func (ec *eventCtx) heartbeat(hb Heartbeat) (any, error) {
 	s.touch(b.ID, ec.now.Add(ec.c.cfg.SessionTimeout))
 	s.offset[b.ID] = hb.MetadataOffset
 	if s.needCatchUp[b.ID] && hb.MetadataOffset < ec.act.catchUpBelow {
-		ec.plan.catchUp[b.ID] = hb.MetadataOffset
+		ec.plan.catchUpFrom(b.ID, hb.MetadataOffset, false)
 	}
 	caughtUp := hb.MetadataOffset >= uint64(b.Epoch)
 	stillLeads := false
@@ -297,7 +297,7 @@ func (ec *eventCtx) unfenceBroker(b *fsm.Broker, offset uint64) error {
 	if offset <= uint64(b.Epoch) {
 		offset = 0
 	}
-	ec.plan.catchUp[b.ID] = offset
+	ec.plan.catchUpFrom(b.ID, offset, false)
 	ec.brokerReturned(b.ID)
 	_, hosted := ec.partitionsOf(b.ID)
 	toOnline := make([]replica, 0, len(hosted))

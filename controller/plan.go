@@ -74,13 +74,35 @@ type plan struct {
 	catchUp map[int32]uint64
 }
 
-func newPlan() *plan {
-	return &plan{
-		lai:     map[int32][]laiItem{},
-		stop:    map[int32][]stopItem{},
-		umTo:    map[int32]struct{}{},
-		catchUp: map[int32]uint64{},
+// newPlan returns an empty plan. Its maps are made on first write (see
+// lai, stops and catchUpFrom): a round makes a plan per event, and most
+// events plan no StopReplica and no catch-up.
+func newPlan() *plan { return &plan{} }
+
+func (p *plan) lais() map[int32][]laiItem {
+	if p.lai == nil {
+		p.lai = map[int32][]laiItem{}
 	}
+	return p.lai
+}
+
+func (p *plan) stops() map[int32][]stopItem {
+	if p.stop == nil {
+		p.stop = map[int32][]stopItem{}
+	}
+	return p.stop
+}
+
+// catchUpFrom asks for every partition changed after offset to be sent to
+// broker b. With keepLower, an earlier request from a lower offset stands.
+func (p *plan) catchUpFrom(b int32, offset uint64, keepLower bool) {
+	if p.catchUp == nil {
+		p.catchUp = map[int32]uint64{}
+	}
+	if cur, ok := p.catchUp[b]; keepLower && ok && cur < offset {
+		return
+	}
+	p.catchUp[b] = offset
 }
 
 func (p *plan) empty() bool {
@@ -95,8 +117,9 @@ func (p *plan) leaderAndIsr(ref partRef, brokers []int32, isNew bool) {
 	if isNew {
 		it |= 1
 	}
+	lai := p.lais()
 	for _, b := range brokers {
-		p.lai[b] = append(p.lai[b], it)
+		lai[b] = append(lai[b], it)
 	}
 	p.um = append(p.um, ref)
 }
@@ -108,10 +131,10 @@ func (p *plan) reserve(n int) { p.um = slices.Grow(p.um, n) }
 func (p *plan) updateMetadata(ref partRef) { p.um = append(p.um, ref) }
 
 // reserveStop makes room for n more StopReplica partitions to broker b.
-func (p *plan) reserveStop(b int32, n int) { p.stop[b] = slices.Grow(p.stop[b], n) }
+func (p *plan) reserveStop(b int32, n int) { p.stops()[b] = slices.Grow(p.stop[b], n) }
 
 func (p *plan) stopReplica(ref partRef, broker int32, del bool, leaderEpoch int32) {
-	p.stop[broker] = append(p.stop[broker], stopItem{ref: ref, stopEntry: stopEntry{delete: del, leaderEpoch: leaderEpoch}})
+	p.stops()[broker] = append(p.stop[broker], stopItem{ref: ref, stopEntry: stopEntry{delete: del, leaderEpoch: leaderEpoch}})
 }
 
 // merge adds o to p. A round's first event usually brings most of the
@@ -123,22 +146,24 @@ func (p *plan) merge(o *plan) {
 	}
 	shift := laiItem(len(p.um)) << 1
 	for b, items := range o.lai {
+		lai := p.lais()
 		for _, it := range items {
-			p.lai[b] = append(p.lai[b], it+shift)
+			lai[b] = append(lai[b], it+shift)
 		}
 	}
 	for b, items := range o.stop {
-		p.stop[b] = append(p.stop[b], items...)
+		p.stops()[b] = append(p.stop[b], items...)
 	}
 	p.um = append(p.um, o.um...)
 	p.umAll = p.umAll || o.umAll
 	for b := range o.umTo {
+		if p.umTo == nil {
+			p.umTo = map[int32]struct{}{}
+		}
 		p.umTo[b] = struct{}{}
 	}
 	for b, off := range o.catchUp {
-		if cur, ok := p.catchUp[b]; !ok || off < cur {
-			p.catchUp[b] = off
-		}
+		p.catchUpFrom(b, off, true)
 	}
 }
 
