@@ -136,7 +136,7 @@ func TestFastDecodeMatchesStructTags(t *testing.T) {
 			t.Fatal(err)
 		}
 		var fast, tags Topic
-		if err := decodeBody(&fast, enc); err != nil {
+		if err := decodeBody(&fast, enc, &mpReader{}); err != nil {
 			t.Fatalf("fast decode of %q: %v", tp.Name[:min(len(tp.Name), 20)], err)
 		}
 		if err := msgpack.Unmarshal(enc, (*plainTopic)(&tags)); err != nil {
@@ -147,7 +147,7 @@ func TestFastDecodeMatchesStructTags(t *testing.T) {
 		}
 		for cut := range enc {
 			var v Topic
-			if err := decodeBody(&v, enc[:cut]); err == nil {
+			if err := decodeBody(&v, enc[:cut], &mpReader{}); err == nil {
 				t.Fatalf("a body cut to %d of %d bytes decoded", cut, len(enc))
 			}
 		}
