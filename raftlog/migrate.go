@@ -107,17 +107,5 @@ func copyBoltLog(bolt *raftboltdb.BoltStore, first, last uint64, logDir string, 
 	if err := os.Rename(tmp, logDir); err != nil {
 		return fmt.Errorf("raftlog: %w", err)
 	}
-	return syncDir(filepath.Dir(logDir))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("raftlog: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("raftlog: sync %s: %w", dir, err)
-	}
-	return nil
+	return logstore.SyncDir(filepath.Dir(logDir))
 }

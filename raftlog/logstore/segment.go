@@ -72,7 +72,7 @@ func createSegment(dir string, first uint64, noSync bool) (*segment, error) {
 		return nil, fmt.Errorf("logstore: create segment: %w", err)
 	}
 	if !noSync {
-		if err := syncDir(dir); err != nil {
+		if err := SyncDir(dir); err != nil {
 			_ = f.Close()
 			return nil, err
 		}
@@ -289,8 +289,8 @@ func (s *segment) sync() error {
 	}
 }
 
-// syncDir makes file creations, removals and renames in dir durable.
-func syncDir(dir string) error {
+// SyncDir makes file creations, removals and renames in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("logstore: open dir for sync: %w", err)

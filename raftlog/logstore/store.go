@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -119,30 +120,17 @@ func (s *Store) load() error {
 		}
 		s.segs = append(s.segs, &segment{path: path, f: f, first: first, noSync: s.opts.noSync})
 	}
-	slices.SortFunc(s.segs, func(a, b *segment) int {
-		switch {
-		case a.first < b.first:
-			return -1
-		case a.first > b.first:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(s.segs, func(a, b *segment) int { return cmp.Compare(a.first, b.first) })
+	// Everything is checked before the one repair, so a refused open
+	// changes nothing.
+	var damage *tailDamage
 	for i, seg := range s.segs {
-		lastSeg := i == len(s.segs)-1
-		damage, err := seg.scan()
-		if err != nil {
-			return err
-		}
 		if damage != nil {
-			if !lastSeg {
-				return &corruptError{path: seg.path, offset: damage.offset, err: damage.reason}
-			}
-			s.logger.Warn("dropping the end of the raft log left by an append that a crash interrupted before it was acknowledged",
-				"file", seg.path, "offset", damage.offset, "bytes", damage.bytes, "reason", damage.reason)
-			if err := seg.cut(damage.offset); err != nil {
-				return err
-			}
+			prev := s.segs[i-1]
+			return &corruptError{path: prev.path, offset: damage.offset, err: damage.reason}
+		}
+		if damage, err = seg.scan(); err != nil {
+			return err
 		}
 		if i > 0 {
 			prev := s.segs[i-1]
@@ -150,6 +138,14 @@ func (s *Store) load() error {
 				return &corruptError{path: seg.path, offset: 0,
 					err: fmt.Errorf("segment starts at index %d but the one before it ends at %d", seg.first, prev.first+prev.entries()-1)}
 			}
+		}
+	}
+	if damage != nil {
+		seg := s.segs[len(s.segs)-1]
+		s.logger.Warn("dropping the end of the raft log left by an append that a crash interrupted before it was acknowledged",
+			"file", seg.path, "offset", damage.offset, "bytes", damage.bytes, "reason", damage.reason)
+		if err := seg.cut(damage.offset); err != nil {
+			return err
 		}
 	}
 	// An empty last segment is one whose first append never completed.
@@ -489,7 +485,7 @@ func (s *Store) syncDir() error {
 	if s.opts.noSync {
 		return nil
 	}
-	return syncDir(s.dir)
+	return SyncDir(s.dir)
 }
 
 func (s *Store) closeFiles() {

@@ -52,6 +52,17 @@ func open(t *testing.T, dir string, segBytes int64) *Store {
 	return s
 }
 
+// openFilled opens a store in dir and appends entries 1..last of term 1 in
+// batches of per.
+func openFilled(t *testing.T, dir string, segBytes int64, last, per uint64) *Store {
+	t.Helper()
+	s := open(t, dir, segBytes)
+	for i := uint64(1); i <= last; i += per {
+		store(t, s, batch(i, i+per-1, 1))
+	}
+	return s
+}
+
 func store(t *testing.T, s *Store, logs []*raft.Log) {
 	t.Helper()
 	if err := s.StoreLogs(logs); err != nil {
@@ -150,10 +161,7 @@ func TestGapsAndMiddleDeletesAreRefusedAndChangeNothing(t *testing.T) {
 
 func TestRollCompactAndReopen(t *testing.T) {
 	dir := t.TempDir()
-	s := open(t, dir, 4<<10)
-	for i := uint64(1); i <= 1000; i += 25 {
-		store(t, s, batch(i, i+24, 1))
-	}
+	s := openFilled(t, dir, 4<<10, 1000, 25)
 	files := segmentFiles(t, dir)
 	if len(files) < 5 {
 		t.Fatalf("%d segment files for 1000 entries at 4 KiB each, want several", len(files))
@@ -195,10 +203,7 @@ func TestRollCompactAndReopen(t *testing.T) {
 
 func TestTailDeleteAcrossSegmentsThenNewTerm(t *testing.T) {
 	dir := t.TempDir()
-	s := open(t, dir, 4<<10)
-	for i := uint64(1); i <= 400; i += 20 {
-		store(t, s, batch(i, i+19, 1))
-	}
+	s := openFilled(t, dir, 4<<10, 400, 20)
 	before := len(segmentFiles(t, dir))
 	if err := s.DeleteRange(150, 400); err != nil {
 		t.Fatal(err)
@@ -372,10 +377,7 @@ func TestDamageACrashCannotExplainStopsOpen(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := open(t, dir, 2<<10)
-			for i := uint64(1); i <= 200; i += 10 {
-				store(t, s, batch(i, i+9, 1))
-			}
+			s := openFilled(t, dir, 2<<10, 200, 10)
 			_ = s.Close()
 			before := snapshotDir(t, dir)
 			tc.damage(t, dir)
@@ -495,10 +497,7 @@ func snapshotDir(t *testing.T, dir string) string {
 
 func TestTailDeleteFromTheStartOfASegment(t *testing.T) {
 	dir := t.TempDir()
-	s := open(t, dir, 2<<10)
-	for i := uint64(1); i <= 200; i += 10 {
-		store(t, s, batch(i, i+9, 1))
-	}
+	s := openFilled(t, dir, 2<<10, 200, 10)
 	files := segmentFiles(t, dir)
 	boundary, _ := parseSegmentName(filepath.Base(files[len(files)/2]))
 	if err := s.DeleteRange(boundary, 200); err != nil {

@@ -58,7 +58,7 @@ type testCluster struct {
 	clientOpts []kgo.Opt
 	// logs, when set, also receives the voters' and listeners' log lines
 	// at Info and above, in JSON.
-	logs io.Writer
+	logs     io.Writer
 	observer controller.Observer
 }
 
@@ -153,7 +153,7 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 		Sender:         sender,
 		SessionTimeout: c.session,
 		Logger:         c.logger(fmt.Sprintf("voter-%d", c.ids[i])),
-		Controller: func(cc *controller.Config) { cc.Observer = c.observer },
+		Controller:     func(cc *controller.Config) { cc.Observer = c.observer },
 		Voter: func(vc *voter.Config) {
 			vc.Stream = stream
 			if c.steady {
