@@ -131,6 +131,9 @@ func (ec *eventCtx) createTopic(t CreateTopic, validateOnly bool) (any, error) {
 	if _, err := rand.Read(res.TopicID[:]); err != nil {
 		return nil, kafkaErr(kerr.UnknownServerError, "topic id: %v", err)
 	}
+	// The topic, a Partition and a PartitionChange per partition, and the
+	// replica and partition state changes of the whole topic.
+	ec.txn.Grow(4 + 2*len(assignment))
 	if err := ec.stageEach(&rl.Topic{TopicID: res.TopicID, Name: t.Name, Configs: configs}); err != nil {
 		return nil, err
 	}
