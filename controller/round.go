@@ -251,7 +251,7 @@ func (c *Controller) finish(r *round) error {
 	if !r.plan.empty() {
 		c.send(r.plan, r.epoch, last)
 	}
-	if len(r.records) > 0 {
+	if len(r.records) > 0 && c.log.IsDebug() {
 		c.log.Debug("round committed", "events", len(r.spans), "records", r.staged, "entries", len(r.indexes),
 			"overlapped", r.overlapped, "compute", r.compute.String(), "commit", r.committed.Sub(r.proposed).String(),
 			"send", time.Since(sent).String())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
@@ -114,7 +115,9 @@ func applyTopic(im store, r *rl.Topic) error {
 		return fmt.Errorf("%w: %q", ErrTopicExists, r.Name)
 	}
 	configs := append([]rl.ConfigEntry(nil), r.Configs...)
-	sort.SliceStable(configs, func(i, j int) bool { return configs[i].Key < configs[j].Key })
+	if len(configs) > 1 {
+		slices.SortStableFunc(configs, func(a, b rl.ConfigEntry) int { return strings.Compare(a.Key, b.Key) })
+	}
 	for i := 1; i < len(configs); i++ {
 		if configs[i].Key == configs[i-1].Key {
 			return fmt.Errorf("%w: config %q given twice", ErrInvalidRecord, configs[i].Key)

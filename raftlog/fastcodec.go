@@ -141,3 +141,33 @@ func (r *PartitionChanges) EncodeMsgpack(e *msgpack.Encoder) error {
 	}
 	return nil
 }
+
+func (r *Topic) EncodeMsgpack(e *msgpack.Encoder) error {
+	if err := e.EncodeArrayLen(3); err != nil {
+		return err
+	}
+	if err := encodeTopicID(e, r.TopicID); err != nil {
+		return err
+	}
+	if err := e.EncodeString(r.Name); err != nil {
+		return err
+	}
+	if r.Configs == nil {
+		return e.EncodeNil()
+	}
+	if err := e.EncodeArrayLen(len(r.Configs)); err != nil {
+		return err
+	}
+	for _, c := range r.Configs {
+		if err := e.EncodeArrayLen(2); err != nil {
+			return err
+		}
+		if err := e.EncodeString(c.Key); err != nil {
+			return err
+		}
+		if err := e.EncodeString(c.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -35,6 +35,10 @@ func TestFastCodecMatchesStructTags(t *testing.T) {
 			ISR: []int32{127, 128, 255, 256, 65_535, 65_536, -33, -129, 1 << 30}},
 		&ReplicaStateChange{TopicID: tid, State: 200, Replicas: []ReplicaRef{{Partition: 1 << 20, Broker: -5}}},
 		&PartitionChanges{TopicID: tid, Changes: []PartitionDelta{{Partition: 40_000, PartitionEpoch: -7, Set: 200, Leader: 1<<31 - 1}}},
+		// Strings of every length class, and no, empty and several configs.
+		&Topic{TopicID: tid, Name: "t"},
+		&Topic{TopicID: tid, Name: string(bytes.Repeat([]byte("n"), 249)), Configs: []ConfigEntry{}},
+		&Topic{TopicID: tid, Name: "u", Configs: []ConfigEntry{{Key: string(bytes.Repeat([]byte("k"), 70_000)), Value: ""}, {Key: "a", Value: string(bytes.Repeat([]byte("v"), 300))}}},
 	}
 	for _, r := range append(sampleRecords(), wide...) {
 		var plain any
@@ -49,6 +53,8 @@ func TestFastCodecMatchesStructTags(t *testing.T) {
 			plain = (*plainPartitionStateChange)(v)
 		case *PartitionChanges:
 			plain = (*plainPartitionChanges)(v)
+		case *Topic:
+			plain = (*plainTopic)(v)
 		default:
 			continue
 		}

@@ -32,9 +32,12 @@ func (l *Listener) createTopics(ctx context.Context, req *kmsg.CreateTopicsReque
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, len(req.Topics))
 	errs := make([]error, len(req.Topics))
-	count := map[string]int{}
-	for _, t := range req.Topics {
-		count[t.Topic]++
+	var count map[string]int // only a request of several topics can repeat one
+	if len(req.Topics) > 1 {
+		count = make(map[string]int, len(req.Topics))
+		for _, t := range req.Topics {
+			count[t.Topic]++
+		}
 	}
 	var notCtrl error
 	if l.standby() {
