@@ -517,11 +517,11 @@ func (tx *Txn) Stage(r rl.Record) error {
 	return nil
 }
 
-// nextDeltaChunk is the size of the next chunk of packed changes: small
-// for the many events that change a partition or two (a topic creation),
+// nextDeltaChunk is the size of the next chunk of packed changes: one for
+// the many events that change a single partition (a topic creation),
 // doubling up to 4096 for the few that change hundreds of thousands.
 func (tx *Txn) nextDeltaChunk() int {
-	return min(max(2*cap(tx.deltas), 8), 4096)
+	return min(max(2*cap(tx.deltas), 1), 4096)
 }
 
 // StagePartitionChange stages the change d of partition d.Partition of
