@@ -317,6 +317,13 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		}
 		keys = sortRuns(keys, cmp.Compare[uint32])
 		req := &LeaderAndIsr{Header: header(b), Partitions: make([]*PartitionState, 0, len(keys))}
+		// A new replica's state is a copy; they share one array, sized
+		// for every key with the bit so pointers into it stay put.
+		news := 0
+		for _, k := range keys {
+			news += int(k & 1)
+		}
+		copies := make([]PartitionState, 0, news)
 		leaders := map[int32]bool{}
 		for i := 0; i < len(keys); {
 			k := keys[i] >> 1
@@ -329,9 +336,9 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 			// Brokers share the states: only a new replica's differs.
 			ps := &shared[k]
 			if isNew {
-				c := *ps
-				c.IsNew = true
-				ps = &c
+				copies = append(copies, *ps)
+				ps = &copies[len(copies)-1]
+				ps.IsNew = true
 			}
 			req.Partitions = append(req.Partitions, ps)
 			if l := byID[ps.Leader]; l != nil && !leaders[ps.Leader] {
