@@ -334,10 +334,19 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	// The image shows the fence as soon as it applied; the loop reports
-	// the round just after.
+	// The image shows the fence once the round's first entry applied; on
+	// a large image its elections fill later entries, and the loop
+	// reports the round once all of them have committed. The round is the
+	// one that moved every partition off the failed broker.
+	for ledBy(node, failed) != 0 {
+		select {
+		case <-fctx.Done():
+			return fmt.Errorf("fenced broker %d still leads %d partitions: %w", failed, ledBy(node, failed), fctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	var fence controller.RoundStats
-	for fence.Records == 0 {
+	for fence.Records < led {
 		rmu.Lock()
 		for _, r := range rounds {
 			if r.Records > fence.Records {
@@ -345,19 +354,16 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 			}
 		}
 		rmu.Unlock()
-		if fence.Records > 0 {
+		if fence.Records >= led {
 			break
 		}
 		select {
 		case <-fctx.Done():
-			return fmt.Errorf("the fencing round was not reported: %w", fctx.Err())
+			return fmt.Errorf("the fencing round was not reported (largest round so far: %d records, %d partitions moved): %w", fence.Records, led, fctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	obs.set(nil)
-	if left := ledBy(node, failed); left != 0 {
-		return fmt.Errorf("fenced broker %d still leads %d partitions", failed, left)
-	}
 	fenceTime := fence.Compute + fence.Commit
 	col.add(fmt.Sprintf("fence-%d", n), Result{Scenario: "broker failure (fence round)", Partitions: n, Unit: "ms"},
 		sample{v: ms(fenceTime), floorMs: ms(floor), note: fmt.Sprintf("broker leading %d; %d records in %d entries", led, fence.Records, fence.Entries)})
