@@ -17,13 +17,21 @@ import (
 const moveBatch = 1024
 
 // moveLogOutOfBolt moves the raft log of a data directory written when the
-// log lived in raft.db into LogDir. Every step can be interrupted:
+// log lived in raft.db into LogDir.
+//
+// Whenever bolt holds log entries, they are the log: raft is started only
+// after they are gone from bolt, so a LogDir found next to them either holds
+// the same entries (a move interrupted after its rename) or older ones (the
+// directory was run by a build that kept the log in bolt since). Either
+// way the entries are copied again and replace LogDir. Every step can be
+// interrupted:
 //
 //  1. the entries are copied into LogDir.moving, which a later attempt
 //     throws away and starts again;
-//  2. LogDir.moving is renamed to LogDir, the step that commits the move;
-//  3. the entries are deleted from bolt. A bolt log found next to an
-//     existing LogDir is such a leftover and is deleted without copying.
+//  2. an existing LogDir is renamed to LogDir.replaced, and LogDir.moving
+//     to LogDir;
+//  3. the entries are deleted from bolt, which commits the move, and
+//     LogDir.replaced is removed.
 func moveLogOutOfBolt(dir string, bolt *raftboltdb.BoltStore, logger hclog.Logger) error {
 	first, err := bolt.FirstIndex()
 	if err != nil {
@@ -33,22 +41,26 @@ func moveLogOutOfBolt(dir string, bolt *raftboltdb.BoltStore, logger hclog.Logge
 	if err != nil {
 		return fmt.Errorf("raftlog: read %s: %w", BoltFile, err)
 	}
-	if last == 0 {
-		return nil
-	}
 	logDir := filepath.Join(dir, LogDir)
-	if _, err := os.Stat(logDir); errors.Is(err, os.ErrNotExist) {
-		logger.Info("moving the raft log out of the bolt file into its own files", "from", BoltFile, "to", LogDir, "first", first, "last", last)
-		if err := copyBoltLog(bolt, first, last, logDir, logger); err != nil {
-			return err
-		}
-	} else if err != nil {
-		return fmt.Errorf("raftlog: %w", err)
+	replaced := logDir + ".replaced"
+	if last == 0 {
+		return removeDir(replaced)
+	}
+	logger.Info("moving the raft log out of the bolt file into its own files", "from", BoltFile, "to", LogDir, "first", first, "last", last)
+	if err := copyBoltLog(bolt, first, last, logDir, logger); err != nil {
+		return err
 	}
 	if err := bolt.DeleteRange(first, last); err != nil {
 		return fmt.Errorf("raftlog: drop the moved log from %s: %w", BoltFile, err)
 	}
 	logger.Info("raft log moved; the bolt file now holds only the term and vote", "entries", last-first+1)
+	return removeDir(replaced)
+}
+
+func removeDir(path string) error {
+	if err := os.RemoveAll(path); err != nil {
+		return fmt.Errorf("raftlog: %w", err)
+	}
 	return nil
 }
 
@@ -103,6 +115,13 @@ func copyBoltLog(bolt *raftboltdb.BoltStore, first, last uint64, logDir string, 
 	}
 	if err := dst.Close(); err != nil {
 		return fmt.Errorf("raftlog: %w", err)
+	}
+	replaced := logDir + ".replaced"
+	if err := os.RemoveAll(replaced); err != nil {
+		return fmt.Errorf("raftlog: %w", err)
+	}
+	if err := os.Rename(logDir, replaced); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("raftlog: set the old log directory aside: %w", err)
 	}
 	if err := os.Rename(tmp, logDir); err != nil {
 		return fmt.Errorf("raftlog: %w", err)

@@ -109,6 +109,7 @@ func (s *segment) zeroAhead(buf []byte) []byte {
 // seal gives back the zeros past the last frame of a segment that takes no
 // more appends.
 func (s *segment) seal() error {
+	s.written = s.size
 	return s.truncate(s.size)
 }
 

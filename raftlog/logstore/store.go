@@ -33,12 +33,16 @@ type Options struct {
 	// keeps its coverage in a large memory-mapped file in the temp
 	// directory, and on ext4 each sync here would also write that out.
 	noSync bool
+	// dirSync, when set, replaces the directory sync of deletes: tests
+	// make it fail.
+	dirSync func(dir string) error
 }
 
 // Store is a raft.LogStore kept in append-only segment files with one
 // checksum per entry and one fdatasync per StoreLogs. It is monotonic (see
-// raft.MonotonicLogStore): entries are only ever appended after the last
-// one, except into an empty store, which may start at any index.
+// raft.MonotonicLogStore): it never holds a gap. Entries are appended after
+// the last one; an append that starts further on (raft's next entry after
+// a snapshot) replaces the whole log.
 //
 // Readers (GetLog) run alongside an append: an append writes past the end
 // readers can see and publishes its entries only after they are on disk.
@@ -174,8 +178,8 @@ func (s *Store) IsMonotonic() bool { return true }
 func (s *Store) FirstIndex() (uint64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
-		return 0, ErrClosed
+	if err := s.readable(); err != nil {
+		return 0, err
 	}
 	return s.first, nil
 }
@@ -184,8 +188,8 @@ func (s *Store) FirstIndex() (uint64, error) {
 func (s *Store) LastIndex() (uint64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
-		return 0, ErrClosed
+	if err := s.readable(); err != nil {
+		return 0, err
 	}
 	return s.last, nil
 }
@@ -195,8 +199,8 @@ func (s *Store) LastIndex() (uint64, error) {
 func (s *Store) GetLog(index uint64, l *raft.Log) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
-		return ErrClosed
+	if err := s.readable(); err != nil {
+		return err
 	}
 	if s.last == 0 || index < s.first || index > s.last {
 		return raft.ErrLogNotFound
@@ -250,8 +254,20 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		}
 	}
 	// s.last and s.segs change only under writeMu, which we hold.
-	if s.last != 0 && logs[0].Index != s.last+1 {
+	if s.last != 0 && logs[0].Index <= s.last {
 		return fmt.Errorf("%w: got %d, last stored is %d", ErrNotContiguous, logs[0].Index, s.last)
+	}
+	if s.last != 0 && logs[0].Index > s.last+1 {
+		// Raft stores past a gap only after a snapshot that covers it,
+		// for example when a crash came between installing a snapshot and
+		// clearing the log: what is before the gap is no longer needed.
+		s.logger.Info("raft log continues after a snapshot: dropping the entries before it", "dropped_first", s.first, "dropped_last", s.last, "next", logs[0].Index)
+		s.mu.Lock()
+		err := s.deleteAll()
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	if logs[0].Index == 0 {
 		return errors.New("logstore: log index 0 is not valid")
@@ -343,10 +359,22 @@ func (s *Store) write(seg *segment, buf []byte) error {
 	err = fmt.Errorf("logstore: append to %s: %w", seg.path, err)
 	seg.written = seg.size
 	if terr := seg.truncate(seg.size); terr != nil {
-		s.broken = fmt.Errorf("%w; undoing it failed too: %v", err, terr)
-		s.logger.Error("raft log store stopped taking writes", "error", s.broken)
+		s.mu.Lock()
+		s.fail(fmt.Errorf("%w; undoing it failed too: %v", err, terr))
+		s.mu.Unlock()
 	}
 	return err
+}
+
+// readable is nil while reads can be served; the caller holds mu.
+func (s *Store) readable() error {
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.broken != nil:
+		return s.broken
+	}
+	return nil
 }
 
 func (s *Store) writable() error {
@@ -457,12 +485,14 @@ func (s *Store) deleteTail(lo uint64) error {
 	return nil
 }
 
-// fail marks the store unusable after a delete that stopped part way: the
-// files still form a valid log (a shorter one), but this process's view of
-// them is no longer known to match. Reopening rebuilds the view.
+// fail marks the store unusable, for reads too, after a change that
+// stopped part way: the files still form a valid log (the same one or a
+// shorter one), but this process's view of them is no longer known to
+// match, and reading through it could index segments that are gone.
+// Reopening rebuilds the view. The caller holds mu.
 func (s *Store) fail(err error) error {
 	s.broken = err
-	s.logger.Error("raft log store stopped taking writes; restart to reopen it", "error", err)
+	s.logger.Error("raft log store stopped; restart to reopen it", "error", err)
 	return err
 }
 
@@ -482,7 +512,10 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) syncDir() error {
-	if s.opts.noSync {
+	switch {
+	case s.opts.dirSync != nil:
+		return s.opts.dirSync(s.dir)
+	case s.opts.noSync:
 		return nil
 	}
 	return SyncDir(s.dir)

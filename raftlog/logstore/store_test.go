@@ -141,7 +141,6 @@ func TestGapsAndMiddleDeletesAreRefusedAndChangeNothing(t *testing.T) {
 	s := open(t, dir, 0)
 	store(t, s, batch(1, 10, 1))
 	for name, logs := range map[string][]*raft.Log{
-		"gap after the last":  batch(12, 13, 1),
 		"overlap":             batch(10, 11, 1),
 		"gap inside a batch":  {entry(11, 1), entry(13, 1)},
 		"index 0 into a full": {entry(0, 1)},
@@ -243,6 +242,59 @@ func TestDeleteAllThenStartAnywhere(t *testing.T) {
 	if !s.IsMonotonic() {
 		t.Fatal("store must report itself monotonic")
 	}
+}
+
+// Raft appends past a gap only after a snapshot that covers it (a crash
+// between installing a snapshot and clearing the log leaves such a log):
+// the append replaces the log.
+func TestAppendPastAGapReplacesTheLog(t *testing.T) {
+	dir := t.TempDir()
+	s := openFilled(t, dir, 2<<10, 200, 10)
+	store(t, s, batch(900, 905, 2))
+	term2 := func(uint64) uint64 { return 2 }
+	checkRange(t, s, 900, 905, term2)
+	if n := len(segmentFiles(t, dir)); n != 1 {
+		t.Fatalf("%d segment files after the log was replaced, want 1", n)
+	}
+	_ = s.Close()
+	s = open(t, dir, 2<<10)
+	checkRange(t, s, 900, 905, term2)
+}
+
+// A delete that fails part way leaves this process's view of the files
+// unknown: every call then returns the error, none reads a segment that is
+// gone, and a reopen serves what the files hold.
+func TestFailedDeleteStopsReadsToo(t *testing.T) {
+	dir := t.TempDir()
+	syncErr := errors.New("injected: directory sync failed")
+	s, err := Open(dir, Options{SegmentBytes: 2 << 10, dirSync: func(string) error { return syncErr }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := uint64(1); i <= 300; i += 10 {
+		store(t, s, batch(i, i+9, 1))
+	}
+	if err := s.DeleteRange(150, 300); !errors.Is(err, syncErr) {
+		t.Fatalf("DeleteRange: %v, want the injected error", err)
+	}
+	var l raft.Log
+	if err := s.GetLog(300, &l); !errors.Is(err, syncErr) {
+		t.Fatalf("GetLog after the failed delete: %v", err)
+	}
+	if _, err := s.LastIndex(); !errors.Is(err, syncErr) {
+		t.Fatalf("LastIndex after the failed delete: %v", err)
+	}
+	if err := s.StoreLogs(batch(150, 151, 2)); !errors.Is(err, syncErr) {
+		t.Fatalf("StoreLogs after the failed delete: %v", err)
+	}
+	_ = s.Close()
+	s = open(t, dir, 2<<10)
+	last, _ := s.LastIndex()
+	if last < 149 || last > 300 {
+		t.Fatalf("reopened log ends at %d, want the kept prefix or all of it", last)
+	}
+	checkRange(t, s, 1, last, term1)
 }
 
 func TestSecondOpenOfADirectoryIsRefused(t *testing.T) {
