@@ -17,13 +17,16 @@
 // file already holds makes the sync cheaper (see zeroAhead).
 //
 // Crashes: an append is acknowledged only after its sync returned, so the
-// only data a crash can damage is the unacknowledged end of the last
-// segment. Open drops exactly that shape of damage — a partial or torn
-// frame followed by nothing but zeros — and logs what it dropped. Damage
-// anywhere else (a bad frame followed by good data, a damaged older
-// segment, a frame with the wrong index) is not explained by a crash; Open
-// refuses it with an error naming the file and offset rather than guess
-// which entries are real.
+// only data a crash can damage is the last append, and of it the disk may
+// have kept any pages in any order. Every frame names the first entry of
+// the append that wrote it, so Open can tell: damage with no valid frame of
+// a later append after it is that torn append, and Open drops it and logs
+// what it dropped; damage followed by a later append's frame lies in data
+// that was synced, and Open refuses it with an error naming the file and
+// offset rather than guess which entries are real. So do a damaged segment
+// that is not the last and a frame with the wrong index. One case cannot be
+// told apart: damage inside the last acknowledged append, with nothing
+// after it, reads like a torn append and is dropped.
 //
 // Deletes follow raft's two shapes: compaction from the front frees whole
 // segments, and a follower's conflicting tail is cut with a truncate that is

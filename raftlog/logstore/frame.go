@@ -14,13 +14,15 @@ import (
 //
 //	crc32c (4) | body length (4) | body
 //	body: index (8) | term (8) | type (1) | appended-at unix ns (8) |
-//	      data length (4) | data | extensions
+//	      append's first index (8) | data length (4) | data | extensions
 //
 // All integers are little-endian. The checksum covers the length field and
-// the body, so a length torn by a crash is caught like torn data.
+// the body, so a length torn by a crash is caught like torn data. The index
+// of the first entry of the append that wrote the frame tells Open whether
+// damage lies in the last append or before it (see segment.scan).
 const (
 	frameHeaderSize = 8
-	bodyFixedSize   = 8 + 8 + 1 + 8 + 4
+	bodyFixedSize   = 8 + 8 + 1 + 8 + 8 + 4
 
 	// MaxEntryBytes bounds a frame's body. It is far above any entry the
 	// controller writes; its job is to stop a damaged length field from
@@ -38,8 +40,9 @@ func frameSize(l *raft.Log) int {
 	return frameHeaderSize + bodyFixedSize + len(l.Data) + len(l.Extensions)
 }
 
-// appendFrame appends l's frame to dst.
-func appendFrame(dst []byte, l *raft.Log) []byte {
+// appendFrame appends l's frame, written by the append whose first entry is
+// appendFirst, to dst.
+func appendFrame(dst []byte, l *raft.Log, appendFirst uint64) []byte {
 	start := len(dst)
 	bodyLen := bodyFixedSize + len(l.Data) + len(l.Extensions)
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // checksum, filled below
@@ -52,6 +55,7 @@ func appendFrame(dst []byte, l *raft.Log) []byte {
 		at = l.AppendedAt.UnixNano()
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(at))
+	dst = binary.LittleEndian.AppendUint64(dst, appendFirst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(l.Data)))
 	dst = append(dst, l.Data...)
 	dst = append(dst, l.Extensions...)
@@ -79,9 +83,24 @@ func checkFrame(frame []byte) error {
 	return nil
 }
 
+// checkLayout verifies that a checked frame's data length fits its body:
+// the checksum cannot tell a frame this writer never makes.
+func checkLayout(frame []byte) error {
+	body := frame[frameHeaderSize:]
+	if dataLen := binary.LittleEndian.Uint32(body[33:]); uint64(dataLen) > uint64(len(body)-bodyFixedSize) {
+		return fmt.Errorf("%w: data length %d, %d bytes left", errBadFrame, dataLen, len(body)-bodyFixedSize)
+	}
+	return nil
+}
+
 // frameIndex is the log index in a checked frame.
 func frameIndex(frame []byte) uint64 {
 	return binary.LittleEndian.Uint64(frame[frameHeaderSize:])
+}
+
+// frameAppendFirst is the first index of the append that wrote a frame.
+func frameAppendFirst(frame []byte) uint64 {
+	return binary.LittleEndian.Uint64(frame[frameHeaderSize+25:])
 }
 
 // decodeFrame fills l from a frame whose checksum has been verified. Data
@@ -95,7 +114,7 @@ func decodeFrame(frame []byte, l *raft.Log) error {
 	l.Term = binary.LittleEndian.Uint64(body[8:])
 	l.Type = raft.LogType(body[16])
 	at := int64(binary.LittleEndian.Uint64(body[17:]))
-	dataLen := binary.LittleEndian.Uint32(body[25:])
+	dataLen := binary.LittleEndian.Uint32(body[33:])
 	rest := body[bodyFixedSize:]
 	if uint64(dataLen) > uint64(len(rest)) {
 		return fmt.Errorf("%w: data length %d, %d bytes left", errBadFrame, dataLen, len(rest))

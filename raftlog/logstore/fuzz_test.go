@@ -15,7 +15,7 @@ import (
 func FuzzOpen(f *testing.F) {
 	var good []byte
 	for i := uint64(1); i <= 5; i++ {
-		good = appendFrame(good, entry(i, 1))
+		good = appendFrame(good, entry(i, 1), 1)
 	}
 	f.Add(good)
 	f.Add(good[:len(good)-3])

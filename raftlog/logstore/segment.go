@@ -3,6 +3,7 @@ package logstore
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -133,9 +134,9 @@ func (s *segment) truncate(size int64) error {
 }
 
 // tailDamage describes bytes at the end of the last segment that do not form
-// a whole valid frame: what a crash leaves when it stops an append before its
-// fsync returned. Such an append was never acknowledged, so dropping it loses
-// nothing anyone was told is stored.
+// whole valid frames: what a crash leaves when it stops an append before its
+// fdatasync returned. Such an append was never acknowledged, so dropping it
+// loses nothing anyone was told is stored.
 type tailDamage struct {
 	offset int64 // where the damage starts
 	bytes  int64 // how many bytes are dropped
@@ -143,9 +144,9 @@ type tailDamage struct {
 }
 
 // corruptError is damage that a crashed append cannot explain: a bad frame
-// followed by more data, a frame with the wrong index, a damaged segment that
-// is not the last. Opening stops on it rather than guess which entries are
-// real.
+// followed by frames of a later append, a frame with the wrong index, a
+// damaged segment that is not the last. Opening stops on it rather than
+// guess which entries are real.
 type corruptError struct {
 	path   string
 	offset int64
@@ -162,9 +163,15 @@ func (e *corruptError) Unwrap() error { return e.err }
 
 // scan reads the segment's frames from the start, checking each checksum and
 // that indexes follow the file name. It fills offsets and size with the valid
-// prefix. Zeros after the last frame are room made ahead, not damage. Damage
-// followed only by zeros is reported as tailDamage (the caller decides
-// whether a tail may be dropped); anything else is a corruptError.
+// prefix. Zeros after the last frame are room made ahead, not damage.
+//
+// Anything else that is not a valid frame is damage. A crash can only damage
+// the last append, the one whose fdatasync had not returned, and of that
+// append the disk may have kept any pages in any order: a lost page can sit
+// between kept ones. So damage is reported as tailDamage (the caller decides
+// whether a tail may be dropped) unless a valid frame of a later append
+// follows it, which proves it lies in data that was synced: that is a
+// corruptError.
 func (s *segment) scan() (*tailDamage, error) {
 	info, err := s.f.Stat()
 	if err != nil {
@@ -175,54 +182,42 @@ func (s *segment) scan() (*tailDamage, error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, fileSize), 1<<20)
 	var frame []byte
 	var off int64
-	// zerosFrom reports whether the file holds only zeros from pos on.
-	zerosFrom := func(pos int64) (bool, error) {
-		zero, err := allZero(s.f, pos, fileSize)
+	damaged := func(reason error) (*tailDamage, error) {
+		zero, err := allZero(s.f, off, fileSize)
 		if err != nil {
-			return false, fmt.Errorf("logstore: read %s: %w", s.path, err)
+			return nil, fmt.Errorf("logstore: read %s: %w", s.path, err)
 		}
-		return zero, nil
-	}
-	// damaged classifies a bad frame at off: a torn tail if nothing but
-	// zeros follows from `after` on, corruption otherwise.
-	damaged := func(after int64, reason error) (*tailDamage, error) {
-		zero, err := zerosFrom(after)
+		if zero {
+			return nil, nil // the end of the frames, in room made ahead
+		}
+		later, err := s.laterAppend(off, fileSize, s.first+s.entries())
 		if err != nil {
 			return nil, err
 		}
-		if !zero {
-			return nil, &corruptError{path: s.path, offset: off, err: reason}
+		if later >= 0 {
+			return nil, &corruptError{path: s.path, offset: off,
+				err: fmt.Errorf("%v, and a later append's frame follows at offset %d", reason, later)}
 		}
 		return &tailDamage{offset: off, bytes: fileSize - off, reason: reason}, nil
 	}
 	for off < fileSize {
 		remaining := fileSize - off
 		if remaining < frameHeaderSize {
-			if zero, err := zerosFrom(off); err != nil || zero {
-				return nil, err
-			}
-			return &tailDamage{offset: off, bytes: remaining, reason: errors.New("partial frame header")}, nil
+			return damaged(errors.New("partial frame header"))
 		}
 		var header [frameHeaderSize]byte
 		if _, err := io.ReadFull(r, header[:]); err != nil {
 			return nil, fmt.Errorf("logstore: read %s: %w", s.path, err)
 		}
 		if header == [frameHeaderSize]byte{} {
-			// The end of the frames, in room made ahead, unless data
-			// follows.
-			zero, err := zerosFrom(off + frameHeaderSize)
-			if err != nil || zero {
-				return nil, err
-			}
-			return nil, &corruptError{path: s.path, offset: off, err: errors.New("an empty frame header followed by data")}
+			return damaged(errors.New("an empty frame header followed by data"))
 		}
 		bodyLen, err := frameBodyLen(header[:])
 		if err != nil {
-			return damaged(off+frameHeaderSize, err)
+			return damaged(err)
 		}
 		if int64(frameHeaderSize+bodyLen) > remaining {
-			return &tailDamage{offset: off, bytes: remaining,
-				reason: fmt.Errorf("frame of %d bytes, %d left in the file", frameHeaderSize+bodyLen, remaining)}, nil
+			return damaged(fmt.Errorf("frame of %d bytes, %d left in the file", frameHeaderSize+bodyLen, remaining))
 		}
 		if cap(frame) < frameHeaderSize+bodyLen {
 			frame = make([]byte, frameHeaderSize+bodyLen)
@@ -233,9 +228,10 @@ func (s *segment) scan() (*tailDamage, error) {
 			return nil, fmt.Errorf("logstore: read %s: %w", s.path, err)
 		}
 		if err := checkFrame(frame); err != nil {
-			// Torn inside when only zeros follow: the file's space was
-			// there but not all of the frame's data reached the disk.
-			return damaged(off+int64(len(frame)), err)
+			return damaged(err)
+		}
+		if err := checkLayout(frame); err != nil {
+			return nil, &corruptError{path: s.path, offset: off, err: err}
 		}
 		if want := s.first + s.entries(); frameIndex(frame) != want {
 			return nil, &corruptError{path: s.path, offset: off,
@@ -246,6 +242,32 @@ func (s *segment) scan() (*tailDamage, error) {
 		s.size = off
 	}
 	return nil, nil
+}
+
+// laterAppend looks past damage at offset from, where the entry next
+// expected is next, for a valid frame written by a later append than the
+// one that holds the damage: one whose append began after next. It returns
+// that frame's offset, or -1. Frames are found by trying every offset, so
+// a frame torn at its start does not hide the ones after it; a checksum
+// must match before a frame counts.
+func (s *segment) laterAppend(from, fileSize int64, next uint64) (int64, error) {
+	rest := make([]byte, fileSize-from)
+	if _, err := s.f.ReadAt(rest, from); err != nil {
+		return 0, fmt.Errorf("logstore: read %s: %w", s.path, err)
+	}
+	const minFrame = frameHeaderSize + bodyFixedSize
+	for p := 1; p+minFrame <= len(rest); p++ {
+		n := binary.LittleEndian.Uint32(rest[p+4:])
+		if n < bodyFixedSize || uint64(p)+frameHeaderSize+uint64(n) > uint64(len(rest)) {
+			continue
+		}
+		f := rest[p : p+frameHeaderSize+int(n)]
+		if frameIndex(f) < next || frameAppendFirst(f) <= next || checkFrame(f) != nil {
+			continue
+		}
+		return from + int64(p), nil
+	}
+	return -1, nil
 }
 
 // allZero reports whether the file holds only zero bytes in [from, to): the

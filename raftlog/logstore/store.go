@@ -285,7 +285,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	offsets := make([]int64, 0, len(logs))
 	for _, l := range logs {
 		offsets = append(offsets, active.size+int64(len(buf)))
-		buf = appendFrame(buf, l)
+		buf = appendFrame(buf, l, logs[0].Index)
 	}
 	framed := len(buf)
 	buf = active.zeroAhead(buf)

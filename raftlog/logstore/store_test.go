@@ -308,6 +308,16 @@ func TestSecondOpenOfADirectoryIsRefused(t *testing.T) {
 	_ = s2.Close()
 }
 
+// framesSize is how many bytes the frames of entries from..to of term 1
+// take.
+func framesSize(from, to uint64) int64 {
+	var n int64
+	for i := from; i <= to; i++ {
+		n += int64(frameSize(entry(i, 1)))
+	}
+	return n
+}
+
 // lastSegment returns the path of the newest segment file and where its
 // frames end (the file itself runs on in zeros).
 func lastSegment(t *testing.T, dir string) (string, int64) {
@@ -361,10 +371,22 @@ func TestCrashDamageAtTheEndIsDropped(t *testing.T) {
 		}, 19},
 		{"frame announcing more than the file holds", func(t *testing.T, path string, end int64) {
 			truncateFile(t, path, end)
-			appendBytes(t, path, appendFrame(nil, entry(21, 1))[:30])
+			appendBytes(t, path, appendFrame(nil, entry(21, 1), 21)[:30])
 		}, 20},
 		{"frame torn in the zeros past the frames", func(t *testing.T, path string, end int64) {
-			writeAt(t, path, end, appendFrame(nil, entry(21, 1))[:30])
+			writeAt(t, path, end, appendFrame(nil, entry(21, 1), 21)[:30])
+		}, 20},
+		// The disk kept some pages of the last append and lost others.
+		{"a page of the last append lost, later ones kept", func(t *testing.T, path string, end int64) {
+			second := end - framesSize(11, 20)
+			writeAt(t, path, second, make([]byte, framesSize(11, 15)))
+		}, 10},
+		{"the last append's first frame torn, its others kept", func(t *testing.T, path string, end int64) {
+			second := end - framesSize(11, 20)
+			writeAt(t, path, second+frameHeaderSize+3, []byte{0xFF, 0xFF})
+		}, 10},
+		{"bytes of a lost append after zeros", func(t *testing.T, path string, end int64) {
+			writeAt(t, path, end+100, []byte{7})
 		}, 20},
 	}
 	for _, tc := range cases {
@@ -397,10 +419,23 @@ func TestDamageACrashCannotExplainStopsOpen(t *testing.T) {
 		name   string
 		damage func(t *testing.T, dir string)
 	}{
-		{"bad frame followed by good ones", func(t *testing.T, dir string) {
+		// In the last segment, damage to its first append with a later
+		// append after it: the damage lies in synced data.
+		{"bad frame followed by a later append", func(t *testing.T, dir string) {
 			path, _ := lastSegment(t, dir)
-			first, _ := parseSegmentName(filepath.Base(path))
-			writeAt(t, path, int64(frameSize(entry(first, 1)))+frameHeaderSize+2, []byte{0xFF})
+			writeAt(t, path, frameHeaderSize+2, []byte{0xFF})
+		}},
+		{"empty header followed by a later append", func(t *testing.T, dir string) {
+			path, _ := lastSegment(t, dir)
+			writeAt(t, path, 0, make([]byte, frameHeaderSize))
+		}},
+		{"length past the end of the file followed by a later append", func(t *testing.T, dir string) {
+			path, _ := lastSegment(t, dir)
+			writeAt(t, path, 4, []byte{0, 0, 0, 0x20})
+		}},
+		{"impossible length followed by a later append", func(t *testing.T, dir string) {
+			path, _ := lastSegment(t, dir)
+			writeAt(t, path, 4, []byte{1, 0, 0, 0})
 		}},
 		{"damaged older segment", func(t *testing.T, dir string) {
 			path := segmentFiles(t, dir)[0]
@@ -409,11 +444,7 @@ func TestDamageACrashCannotExplainStopsOpen(t *testing.T) {
 		}},
 		{"frame with another index", func(t *testing.T, dir string) {
 			path, end := lastSegment(t, dir)
-			writeAt(t, path, end, appendFrame(nil, entry(99999, 1)))
-		}},
-		{"empty header followed by data", func(t *testing.T, dir string) {
-			path, end := lastSegment(t, dir)
-			writeAt(t, path, end+100, []byte{7})
+			writeAt(t, path, end, appendFrame(nil, entry(99999, 1), 99999))
 		}},
 		{"segment that does not follow the one before", func(t *testing.T, dir string) {
 			path, _ := lastSegment(t, dir)
@@ -421,16 +452,15 @@ func TestDamageACrashCannotExplainStopsOpen(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"garbage length followed by data", func(t *testing.T, dir string) {
-			path, _ := lastSegment(t, dir)
-			writeAt(t, path, 4, []byte{1, 0, 0, 0})
-		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := openFilled(t, dir, 2<<10, 200, 10)
+			s := openFilled(t, dir, 4<<10, 200, 10)
 			_ = s.Close()
+			if path, _ := lastSegment(t, dir); !strings.HasSuffix(path, segmentName(181)) {
+				t.Fatalf("the last segment is %s; the cases need it to hold two appends, 181..200", filepath.Base(path))
+			}
 			before := snapshotDir(t, dir)
 			tc.damage(t, dir)
 			damaged := snapshotDir(t, dir)
