@@ -145,30 +145,29 @@ func TestMoveInterruptedBeforeItsRenameStartsAgain(t *testing.T) {
 // to them is either a move interrupted after its rename (the same entries)
 // or one a build that kept the log in bolt ran past (older entries).
 func TestBoltLogReplacesALogDirectoryNextToIt(t *testing.T) {
-	t.Run("move interrupted after its rename", func(t *testing.T) {
-		dir := t.TempDir()
-		boltWithLog(t, dir, span(1, 50)...)
-		checkMoved(t, dir, 1, 50)
-		boltWithLog(t, dir, span(1, 50)...)
-		checkMoved(t, dir, 1, 50)
-	})
-	t.Run("run since by a build that kept the log in bolt", func(t *testing.T) {
-		dir := t.TempDir()
-		boltWithLog(t, dir, span(1, 50)...)
-		checkMoved(t, dir, 1, 50)
+	cases := []struct {
+		name        string
+		from, to    uint64 // the bolt entries found next to the moved log 1..50
+		setAsideOld bool   // the old log directory already renamed to .replaced
+	}{
+		{name: "move interrupted after its rename", from: 1, to: 50},
 		// That build found an empty log, caught up from the leader and
 		// wrote on into bolt; the log directory is stale.
-		boltWithLog(t, dir, span(40, 120)...)
-		checkMoved(t, dir, 40, 120)
-	})
-	t.Run("interrupted between setting the old directory aside and the rename", func(t *testing.T) {
-		dir := t.TempDir()
-		boltWithLog(t, dir, span(1, 50)...)
-		checkMoved(t, dir, 1, 50)
-		boltWithLog(t, dir, span(1, 70)...)
-		if err := os.Rename(filepath.Join(dir, LogDir), filepath.Join(dir, LogDir+".replaced")); err != nil {
-			t.Fatal(err)
-		}
-		checkMoved(t, dir, 1, 70)
-	})
+		{name: "run since by a build that kept the log in bolt", from: 40, to: 120},
+		{name: "interrupted between setting the old directory aside and the rename", from: 1, to: 70, setAsideOld: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			boltWithLog(t, dir, span(1, 50)...)
+			checkMoved(t, dir, 1, 50)
+			boltWithLog(t, dir, span(tc.from, tc.to)...)
+			if tc.setAsideOld {
+				if err := os.Rename(filepath.Join(dir, LogDir), filepath.Join(dir, LogDir+".replaced")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkMoved(t, dir, tc.from, tc.to)
+		})
+	}
 }
