@@ -1,11 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,29 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestTLSCluster runs two voters and a broker over mutual TLS: raft
 // between the voters, the broker's registration and heartbeats, the
@@ -106,7 +87,7 @@ func TestTLSCluster(t *testing.T) {
 	// A broker whose certificate names broker 3 cannot register as broker 2.
 	// (server.Start refuses that configuration outright, so the agent is
 	// started on its own.)
-	logs := &syncBuffer{}
+	logs := &testkit.Log{}
 	wrong := pki.Reloader(pki.Broker(3))
 	a2, err := broker.Start(broker.Config{
 		BrokerID: 2, Listener: "127.0.0.1:0", Controllers: []string{peers[0].Listener, peers[1].Listener},

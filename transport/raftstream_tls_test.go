@@ -1,45 +1,27 @@
 package transport
 
 import (
-	"bytes"
 	"crypto/tls"
 	"io"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
 
 var testVoters = tlsconfig.Voters(1001, 1002, 1003)
 
-type logSink struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func tlsLayer(t *testing.T, certs *tlsconfig.Reloader, opts ...func(*TLSStreamConfig)) (*StreamLayer, *logSink) {
+func tlsLayer(t *testing.T, certs *tlsconfig.Reloader, opts ...func(*TLSStreamConfig)) (*StreamLayer, *testkit.Log) {
 	t.Helper()
-	logs := &logSink{}
+	logs := &testkit.Log{}
 	cfg := TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs, Peers: testVoters,
 		Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})}
 	for _, o := range opts {

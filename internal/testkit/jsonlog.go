@@ -2,33 +2,18 @@ package testkit
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 )
 
-// JSONLog is an hclog sink, one JSON record a line and safe for
-// concurrent writers, that a test can search: for the line a refusal or
-// a denial must leave, with the fields it must name.
+// JSONLog is a Log of JSON records, one a line, that a test can search:
+// for the line a refusal or a denial must leave, with the fields it must
+// name.
 type JSONLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *JSONLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *JSONLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+	Log
 }
 
 // Logger logs into l at Info and above, as JSON.

@@ -1,7 +1,6 @@
 package kafkawire
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -11,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,44 +17,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
 
-type logSink struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *logSink) has(parts ...string) bool {
-	for _, line := range strings.Split(s.String(), "\n") {
-		ok := true
-		for _, p := range parts {
-			if !strings.Contains(line, p) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
-func logged(cfg *Config) *logSink {
-	sink := &logSink{}
+func logged(cfg *Config) *testkit.Log {
+	sink := &testkit.Log{}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: sink, Level: hclog.Info})
 	return sink
 }
@@ -159,7 +125,7 @@ func TestSlowLorisIsClosedOthersServed(t *testing.T) {
 	poll(t, "the read-timeout log lines", func() bool {
 		return strings.Count(logs.String(), "closing connection: frame not complete within the read timeout") == 2
 	})
-	if !logs.has("frame not complete within the read timeout", "read_timeout=500ms") {
+	if !logs.Has("frame not complete within the read timeout", "read_timeout=500ms") {
 		t.Fatalf("log line does not name the limit:\n%s", logs)
 	}
 	if got := s.Limits().ReadTimeouts; got != 2 {
@@ -180,7 +146,7 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	closedByPeer(t, c, "idle connection")
-	poll(t, "the idle log line", func() bool { return logs.has("closing connection: idle timeout", "idle_timeout=300ms") })
+	poll(t, "the idle log line", func() bool { return logs.Has("closing connection: idle timeout", "idle_timeout=300ms") })
 	if got := s.Limits().IdleTimeouts; got != 1 {
 		t.Fatalf("IdleTimeouts = %d", got)
 	}
@@ -211,7 +177,7 @@ func TestOversizedFrameIsNeverAllocated(t *testing.T) {
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
 		t.Fatalf("the server allocated %d MiB for frames it refused", grew>>20)
 	}
-	if !logs.has("closing connection: frame exceeds the maximum frame size", "frame_bytes=1073741824", "max_frame_bytes=1048576") {
+	if !logs.Has("closing connection: frame exceeds the maximum frame size", "frame_bytes=1073741824", "max_frame_bytes=1048576") {
 		t.Fatalf("no log line naming the limit:\n%s", logs)
 	}
 	if err := roundTrip(dial(t, s), 5); err != nil {
@@ -286,7 +252,7 @@ func TestStalledLargeFramesHoldWhatTheySent(t *testing.T) {
 		closedByPeer(t, c, "stalled large frame")
 	}
 	poll(t, "the read timeouts counted", func() bool { return s.Limits().ReadTimeouts == stalled })
-	if !logs.has("closing connection: frame not complete within the read timeout", "read_timeout=3s") {
+	if !logs.Has("closing connection: frame not complete within the read timeout", "read_timeout=3s") {
 		t.Fatalf("no log line naming the limit:\n%s", logs)
 	}
 	if err := roundTrip(good, 200); err != nil {
@@ -311,7 +277,7 @@ func TestConnectionCap(t *testing.T) {
 	if got := s.Limits().ConnsRefused; got != 1 {
 		t.Fatalf("ConnsRefused = %d", got)
 	}
-	if !logs.has("connection limit reached: closing new connection", "max_conns=2") {
+	if !logs.Has("connection limit reached: closing new connection", "max_conns=2") {
 		t.Fatalf("no log line naming the limit:\n%s", logs)
 	}
 	// The two admitted connections are unaffected.
@@ -426,7 +392,7 @@ func TestInFlightCap(t *testing.T) {
 			return handled.Load() == 1 && ln.read.Load() >= want
 		})
 		poll(t, "the pause to be logged", func() bool {
-			return logs.has("in-flight request limit reached", "max_in_flight="+strconv.Itoa(maxInFlight))
+			return logs.Has("in-flight request limit reached", "max_in_flight="+strconv.Itoa(maxInFlight))
 		})
 		// The reader logs the pause just before it blocks for a slot:
 		// from here on it reads nothing until the handler answers.
@@ -593,7 +559,7 @@ func TestQueuedBytesCap(t *testing.T) {
 		return handled.Load() >= 1 && waiting > 0
 	})
 	poll(t, "the pause to be logged", func() bool {
-		return logs.has("queued request bytes limit reached", "max_queued_bytes=1048576")
+		return logs.Has("queued request bytes limit reached", "max_queued_bytes=1048576")
 	})
 	if got := s.Limits().QueuedBytesPauses; got == 0 {
 		t.Fatal("QueuedBytesPauses = 0")
@@ -743,7 +709,7 @@ func TestQueuedBytesWaitIsBoundedByIdleTimeout(t *testing.T) {
 	}
 	closedByPeer(t, b, "held back past the idle timeout")
 	poll(t, "the log line", func() bool {
-		return logs.has("closing connection: idle timeout while held back by the queued request bytes limit",
+		return logs.Has("closing connection: idle timeout while held back by the queued request bytes limit",
 			"idle_timeout=300ms", "max_queued_bytes=262144")
 	})
 	if got := s.Limits().IdleTimeouts; got != 1 {
@@ -764,7 +730,7 @@ func TestQueuedBytesNeverBelowMaxFrame(t *testing.T) {
 	if s.cfg.MaxQueuedBytes != 64<<10 || s.queue.max != 64<<10 {
 		t.Fatalf("MaxQueuedBytes = %d", s.cfg.MaxQueuedBytes)
 	}
-	if !logs.has("max queued bytes raised to the max frame size", "max_queued_bytes=1024", "max_frame_bytes=65536") {
+	if !logs.Has("max queued bytes raised to the max frame size", "max_queued_bytes=1024", "max_frame_bytes=65536") {
 		t.Fatalf("no log line:\n%s", logs)
 	}
 	if err := roundTrip(dial(t, s), 1); err != nil {
@@ -838,7 +804,7 @@ func TestUnauthenticatedFrameCap(t *testing.T) {
 	}
 	closedByPeer(t, early, "a large frame before authentication")
 	poll(t, "the frame counted", func() bool { return s.Limits().UnauthenticatedFramesTooLarge == 1 })
-	if !logs.has("closing connection: frame exceeds the maximum frame size before authentication",
+	if !logs.Has("closing connection: frame exceeds the maximum frame size before authentication",
 		"frame_bytes="+strconv.Itoa(len(big)-4), "max_unauthenticated_frame_bytes=4096") {
 		t.Fatalf("no log line naming the limit:\n%s", logs)
 	}
@@ -918,7 +884,7 @@ func TestTLSConnExposesPeerCertificate(t *testing.T) {
 	defer stall.Close()
 	closedByPeer(t, stall, "stalled TLS handshake")
 	poll(t, "the handshake timeout log line", func() bool {
-		return logs.has("closing connection: TLS handshake not complete within the read timeout", "read_timeout=400ms")
+		return logs.Has("closing connection: TLS handshake not complete within the read timeout", "read_timeout=400ms")
 	})
 	// A client without a certificate is refused and logged.
 	bare, err := tls.Dial("tcp", s.Addr().String(), &tls.Config{InsecureSkipVerify: true})
@@ -931,7 +897,7 @@ func TestTLSConnExposesPeerCertificate(t *testing.T) {
 	if err == nil {
 		t.Fatal("a client without a certificate was served")
 	}
-	poll(t, "the refused handshake log line", func() bool { return logs.has("closing connection: TLS handshake failed") })
+	poll(t, "the refused handshake log line", func() bool { return logs.Has("closing connection: TLS handshake failed") })
 	if got := s.Limits().HandshakeFailures; got != 2 {
 		t.Fatalf("HandshakeFailures = %d", got)
 	}
@@ -998,7 +964,7 @@ func TestClientThatStopsReadingIsClosed(t *testing.T) {
 		}
 	}()
 	poll(t, "the write timeout", func() bool { return s.Limits().WriteTimeouts == 1 })
-	if !logs.has("closing connection: response not written within the write timeout", "write_timeout=300ms") {
+	if !logs.Has("closing connection: response not written within the write timeout", "write_timeout=300ms") {
 		t.Fatalf("no log line naming the limit:\n%s", logs)
 	}
 	if err := roundTrip(dialAddr(t, s.Addr().String()), 1); err != nil {

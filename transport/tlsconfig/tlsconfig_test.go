@@ -1,7 +1,6 @@
 package tlsconfig_test
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
@@ -226,26 +226,9 @@ func TestMutualHandshakeAndPeerChecks(t *testing.T) {
 	}
 }
 
-func logBuffer() (hclog.Logger, *syncBuffer) {
-	var b syncBuffer
+func logBuffer() (hclog.Logger, *testkit.Log) {
+	var b testkit.Log
 	return hclog.New(&hclog.LoggerOptions{Output: &b, Level: hclog.Info}), &b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestReloadRotatesAndKeepsOldOnBadFiles(t *testing.T) {
