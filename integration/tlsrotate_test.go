@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -24,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
 
 // setting returns the value of key in a node's settings.
@@ -54,21 +54,6 @@ func fileLeaf(t *testing.T, path string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// presented opens a new TLS connection to addr and returns the
-// certificate the server presented.
-func presented(t *testing.T, addr string, cfg *tls.Config) *x509.Certificate {
-	t.Helper()
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: cfg}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatalf("new TLS connection to %s: %v", addr, err)
-	}
-	defer conn.Close()
-	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0]
 }
 
 // matching returns the lines p printed that match re.
@@ -233,9 +218,9 @@ func TestRunTLSRotateOnSIGHUP(t *testing.T) {
 	servedSerials := func(i int) []string {
 		t.Helper()
 		return []string{
-			presented(t, nodes[i].listener, admin.ClientConfig("127.0.0.1", nil)).SerialNumber.String(),
-			presented(t, setting(t, all[i], "broker.listener"), admin.ClientConfig("127.0.0.1", nil)).SerialNumber.String(),
-			presented(t, setting(t, all[i], "raft.listener"), peer.ClientConfig("", voterIDs)).SerialNumber.String(),
+			tlstest.Presented(t, nodes[i].listener, admin.ClientConfig("127.0.0.1", nil)).SerialNumber.String(),
+			tlstest.Presented(t, setting(t, all[i], "broker.listener"), admin.ClientConfig("127.0.0.1", nil)).SerialNumber.String(),
+			tlstest.Presented(t, setting(t, all[i], "raft.listener"), peer.ClientConfig("", voterIDs)).SerialNumber.String(),
 		}
 	}
 	expectServed := func(i int, want, why string) {

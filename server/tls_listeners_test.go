@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 	"net/url"
@@ -18,21 +17,6 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
-
-// servedCN completes a TLS handshake with addr and returns the common
-// name of the certificate the server presented.
-func servedCN(t *testing.T, addr string, cfg *tls.Config) string {
-	t.Helper()
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: cfg}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatalf("TLS handshake with %s: %v", addr, err)
-	}
-	defer c.Close()
-	return c.(*tls.Conn).ConnectionState().PeerCertificates[0].Subject.CommonName
-}
 
 // issueAs writes a certificate with common name cn naming uris to the
 // files of name, replacing what is there (a rotation).
@@ -77,13 +61,13 @@ func TestPerListenerTLS(t *testing.T) {
 
 	asVoter := pki.Reloader(nodeFiles).ClientConfig("", tlsconfig.Voters(1001))
 	admin := pki.Reloader(pki.Client("admin"))
-	if cn := servedCN(t, raft, asVoter); cn != "voter-1001" {
+	if cn := tlstest.Presented(t, raft, asVoter).Subject.CommonName; cn != "voter-1001" {
 		t.Errorf("raft presents %q, want the node-wide voter-1001", cn)
 	}
-	if cn := servedCN(t, lis, admin.ClientConfig("127.0.0.1", nil)); cn != "listener-1001" {
+	if cn := tlstest.Presented(t, lis, admin.ClientConfig("127.0.0.1", nil)).Subject.CommonName; cn != "listener-1001" {
 		t.Errorf("the Kafka listener presents %q, want its own listener-1001", cn)
 	}
-	if cn := servedCN(t, s.Agent.Addr(), admin.ClientConfig("127.0.0.1", nil)); cn != "agent-1" {
+	if cn := tlstest.Presented(t, s.Agent.Addr(), admin.ClientConfig("127.0.0.1", nil)).Subject.CommonName; cn != "agent-1" {
 		t.Errorf("the broker agent's listener presents %q, want its own agent-1", cn)
 	}
 
@@ -117,13 +101,13 @@ func TestPerListenerTLS(t *testing.T) {
 	if listenerTLS.Loads() != loads+1 {
 		t.Fatalf("the listener's files were not reloaded")
 	}
-	if cn := servedCN(t, lis, admin.ClientConfig("127.0.0.1", nil)); cn != "listener-1001-rotated" {
+	if cn := tlstest.Presented(t, lis, admin.ClientConfig("127.0.0.1", nil)).Subject.CommonName; cn != "listener-1001-rotated" {
 		t.Errorf("after the reload the Kafka listener presents %q, want listener-1001-rotated", cn)
 	}
-	if cn := servedCN(t, raft, asVoter); cn != "voter-1001" {
+	if cn := tlstest.Presented(t, raft, asVoter).Subject.CommonName; cn != "voter-1001" {
 		t.Errorf("after the reload raft presents %q, want voter-1001", cn)
 	}
-	if cn := servedCN(t, s.Agent.Addr(), admin.ClientConfig("127.0.0.1", nil)); cn != "agent-1" {
+	if cn := tlstest.Presented(t, s.Agent.Addr(), admin.ClientConfig("127.0.0.1", nil)).Subject.CommonName; cn != "agent-1" {
 		t.Errorf("after the reload the agent presents %q, want agent-1", cn)
 	}
 
@@ -138,7 +122,7 @@ func TestPerListenerTLS(t *testing.T) {
 	if listenerTLS.Loads() != loads+2 {
 		t.Fatalf("a failing broker listener reload stopped the listener's")
 	}
-	if cn := servedCN(t, s.Agent.Addr(), admin.ClientConfig("127.0.0.1", nil)); cn != "agent-1" {
+	if cn := tlstest.Presented(t, s.Agent.Addr(), admin.ClientConfig("127.0.0.1", nil)).Subject.CommonName; cn != "agent-1" {
 		t.Errorf("after a refused reload the agent presents %q, want agent-1", cn)
 	}
 }

@@ -2,8 +2,6 @@ package listener
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -116,19 +114,6 @@ func (l *createLoad) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.done
-}
-
-// servedLeaf opens a new TLS connection to addr and returns the
-// certificate the server presented.
-func servedLeaf(t *testing.T, addr string, cfg *tls.Config) *x509.Certificate {
-	t.Helper()
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: cfg}
-	conn, err := d.DialContext(ctxT(t), "tcp", addr)
-	if err != nil {
-		t.Fatalf("new TLS connection to %s: %v", addr, err)
-	}
-	defer conn.Close()
-	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0]
 }
 
 // TestTLSRotationUnderLoad reloads the certificates of every voter,
@@ -318,7 +303,7 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	// New connections see certificates of the new CA only, and the
 	// client with the old CA's certificate is refused.
 	for i := range c.ids {
-		leaf := servedLeaf(t, c.listener(i).Addr().String(), c.tls.admin.ClientConfig("127.0.0.1", nil))
+		leaf := tlstest.Presented(t, c.listener(i).Addr().String(), c.tls.admin.ClientConfig("127.0.0.1", nil))
 		if leaf.SerialNumber.Cmp(c.tls.voters[i].Leaf().SerialNumber) != 0 || leaf.CheckSignatureFrom(next.CA.Cert) != nil {
 			t.Errorf("voter %d presented serial %s, want %s of the new CA", c.ids[i], leaf.SerialNumber, c.tls.voters[i].Leaf().SerialNumber)
 		}

@@ -4,6 +4,10 @@
 package tlstest
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -85,3 +89,18 @@ func (p *PKI) Reloader(f tlsconfig.Files) *tlsconfig.Reloader {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// Presented opens a new TLS connection to addr with cfg and returns the
+// certificate the server presented.
+func Presented(t testing.TB, addr string, cfg *tls.Config) *x509.Certificate {
+	t.Helper()
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: cfg}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatalf("new TLS connection to %s: %v", addr, err)
+	}
+	defer conn.Close()
+	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0]
+}
