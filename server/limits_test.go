@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -9,11 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
 // sendOversizedFrame opens a TCP connection to addr and announces a frame
@@ -45,15 +39,11 @@ func sendOversizedFrame(t *testing.T, addr string, size uint32) {
 // registers through the controller's listener and an admin client is
 // still served.
 func TestListenerLimits(t *testing.T) {
-	raft, lis := freeAddr(t), freeAddr(t)
-	s, err := Start(Config{
-		NodeID: 1001, Voter: true, Broker: true, BrokerID: 1,
-		RaftAddr: raft, Listener: lis, Voters: []VoterPeer{{ID: 1001, Raft: raft, Listener: lis}},
-		DataDir: t.TempDir(), SessionTimeout: 2 * time.Second, BrokerListener: "127.0.0.1:0",
-		HeartbeatInterval: 100 * time.Millisecond, VoterOptions: voter.FastTimeouts,
-		ListenerLimits:       WireLimits{MaxFrameBytes: 1024, MaxInFlight: 2},
-		BrokerListenerLimits: WireLimits{MaxFrameBytes: 1024},
-	})
+	cfg := oneNode(t)
+	cfg.ListenerLimits = WireLimits{MaxFrameBytes: 1024, MaxInFlight: 2}
+	cfg.BrokerListenerLimits = WireLimits{MaxFrameBytes: 1024}
+	lis := cfg.Listener
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,24 +58,7 @@ func TestListenerLimits(t *testing.T) {
 		t.Fatalf("broker listener: FramesTooLarge = %d, want 1", got)
 	}
 
-	waitFor(t, 30*time.Second, "broker 1 registered and unfenced", func() bool {
-		st := s.Agent.Status()
-		return st.Registered && !st.Fenced
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(lis), kgo.RetryTimeout(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if res, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, "small-frames"); err != nil || res.Error() != nil {
-		t.Fatalf("CreateTopics under a 1024-byte frame limit: %v %v", err, res.Error())
-	}
-	waitFor(t, 30*time.Second, "the topic on broker 1", func() bool {
-		_, ok := s.Agent.Partition("small-frames", 0)
-		return ok
-	})
+	createOnBroker(t, s, "small-frames")
 	if got := s.Listener.WireLimits().FramesTooLarge + s.Agent.WireLimits().FramesTooLarge; got != 2 {
 		t.Fatalf("FramesTooLarge = %d after ordinary traffic, want still 2", got)
 	}

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/ops"
 	"github.com/ctrlquorum/ctrlquorum/voter"
@@ -24,6 +27,43 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// oneNode is the Config of a single node with both roles, voter 1001 and
+// broker 1, on free loopback ports and fast raft timeouts.
+func oneNode(t *testing.T) Config {
+	raft, lis := freeAddr(t), freeAddr(t)
+	return Config{
+		NodeID: 1001, Voter: true, Broker: true, BrokerID: 1,
+		RaftAddr: raft, Listener: lis, Voters: []VoterPeer{{ID: 1001, Raft: raft, Listener: lis}},
+		DataDir: t.TempDir(), SessionTimeout: 2 * time.Second, BrokerListener: "127.0.0.1:0",
+		HeartbeatInterval: 100 * time.Millisecond, VoterOptions: voter.FastTimeouts,
+	}
+}
+
+// createOnBroker waits for broker 1 to register, creates a one-partition
+// topic through the node's Kafka listener with a client built from opts,
+// and waits until the broker's agent has the partition.
+func createOnBroker(t *testing.T, s *Server, name string, opts ...kgo.Opt) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "broker 1 registered and unfenced", func() bool {
+		st := s.Agent.Status()
+		return st.Registered && !st.Fenced
+	})
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Listener), kgo.RetryTimeout(30 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if res, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, name); err != nil || res.Error() != nil {
+		t.Fatalf("CreateTopics %s: %v %v", name, err, res.Error())
+	}
+	waitFor(t, 30*time.Second, "the topic on broker 1", func() bool {
+		_, ok := s.Agent.Partition(name, 0)
+		return ok
+	})
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -45,14 +85,9 @@ var waitFor = testkit.WaitFor
 // registered through its own listener, and its metrics, state hash and
 // broker list say so. A graceful stop succeeds.
 func TestOneNodeVoterAndBroker(t *testing.T) {
-	raft, lis := freeAddr(t), freeAddr(t)
-	s, err := Start(Config{
-		NodeID: 1001, Voter: true, Broker: true, BrokerID: 1,
-		RaftAddr: raft, Listener: lis, Voters: []VoterPeer{{ID: 1001, Raft: raft, Listener: lis}},
-		DataDir: t.TempDir(), SessionTimeout: 2 * time.Second, BrokerListener: "127.0.0.1:0",
-		HeartbeatInterval: 100 * time.Millisecond, HTTPAddr: "127.0.0.1:0", Pprof: true,
-		VoterOptions: voter.FastTimeouts,
-	})
+	cfg := oneNode(t)
+	cfg.HTTPAddr, cfg.Pprof = "127.0.0.1:0", true
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

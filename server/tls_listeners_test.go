@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/url"
@@ -10,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
-	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
 // issueAs writes a certificate with common name cn naming uris to the
@@ -45,15 +42,11 @@ func TestPerListenerTLS(t *testing.T) {
 	nodeFiles := issueAs(t, pki, "node", "voter-1001", tlsconfig.VoterURI(1001))
 	listenerFiles := issueAs(t, pki, "listener", "listener-1001", tlsconfig.VoterURI(1001))
 	agentFiles := issueAs(t, pki, "agent", "agent-1", tlsconfig.BrokerURI(1))
-	raft, lis := freeAddr(t), freeAddr(t)
 	listenerTLS := pki.Reloader(listenerFiles)
-	s, err := Start(Config{
-		NodeID: 1001, Voter: true, Broker: true, BrokerID: 1,
-		RaftAddr: raft, Listener: lis, Voters: []VoterPeer{{ID: 1001, Raft: raft, Listener: lis}},
-		DataDir: t.TempDir(), SessionTimeout: 2 * time.Second, BrokerListener: "127.0.0.1:0",
-		HeartbeatInterval: 100 * time.Millisecond, VoterOptions: voter.FastTimeouts,
-		TLS: pki.Reloader(nodeFiles), ListenerTLS: listenerTLS, BrokerListenerTLS: pki.Reloader(agentFiles),
-	})
+	cfg := oneNode(t)
+	cfg.TLS, cfg.ListenerTLS, cfg.BrokerListenerTLS = pki.Reloader(nodeFiles), listenerTLS, pki.Reloader(agentFiles)
+	raft, lis := cfg.RaftAddr, cfg.Listener
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,25 +64,7 @@ func TestPerListenerTLS(t *testing.T) {
 		t.Errorf("the broker agent's listener presents %q, want its own agent-1", cn)
 	}
 
-	waitFor(t, 30*time.Second, "broker 1 registered and unfenced with its listener's certificate", func() bool {
-		st := s.Agent.Status()
-		return st.Registered && !st.Fenced
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(lis), kgo.Dialer(admin.Dialer(&net.Dialer{Timeout: 10 * time.Second}, nil)),
-		kgo.RetryTimeout(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if res, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, "per-listener"); err != nil || res.Error() != nil {
-		t.Fatalf("CreateTopics: %v %v", err, res.Error())
-	}
-	waitFor(t, 30*time.Second, "the topic on broker 1", func() bool {
-		_, ok := s.Agent.Partition("per-listener", 0)
-		return ok
-	})
+	createOnBroker(t, s, "per-listener", kgo.Dialer(admin.Dialer(&net.Dialer{Timeout: 10 * time.Second}, nil)))
 
 	// A rotation of the listener's files only: after a reload the listener
 	// presents the new certificate, raft and the agent keep theirs.
