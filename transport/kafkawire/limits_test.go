@@ -653,17 +653,15 @@ func TestQueuedBytesPartialFramesDoNotDeadlock(t *testing.T) {
 	})
 }
 
-// TestQueuedBytesWaitEndsWithTheServer: a connection held back by
-// MaxQueuedBytes does not keep Close waiting, and the bytes of frames
-// never handled are given back.
-func TestQueuedBytesWaitEndsWithTheServer(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
+// secondFrameBehindAHeldOne starts a server whose handler holds each
+// request until release, sends a 200 KiB request on connection a and waits
+// for it to reach the handler, then sends another of 200 KiB on connection
+// b, for a queue bound below both to hold back.
+func secondFrameBehindAHeldOne(t *testing.T, cfg Config, release <-chan struct{}) (s *Server, a, b net.Conn) {
+	t.Helper()
 	var handled atomic.Int32
-	cfg := Config{MaxQueuedBytes: 256 << 10, MaxFrameBytes: 256 << 10}
-	logged(&cfg)
-	s := blockingMetadataServer(t, mustListen(t), cfg, release, &handled)
-	a, b := dial(t, s), dial(t, s)
+	s = blockingMetadataServer(t, mustListen(t), cfg, release, &handled)
+	a, b = dial(t, s), dial(t, s)
 	if _, err := a.Write(metadataFrame(1, 200<<10)); err != nil {
 		t.Fatal(err)
 	}
@@ -671,6 +669,18 @@ func TestQueuedBytesWaitEndsWithTheServer(t *testing.T) {
 	if _, err := b.Write(metadataFrame(2, 200<<10)); err != nil {
 		t.Fatal(err)
 	}
+	return s, a, b
+}
+
+// TestQueuedBytesWaitEndsWithTheServer: a connection held back by
+// MaxQueuedBytes does not keep Close waiting, and the bytes of frames
+// never handled are given back.
+func TestQueuedBytesWaitEndsWithTheServer(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	cfg := Config{MaxQueuedBytes: 256 << 10, MaxFrameBytes: 256 << 10}
+	logged(&cfg)
+	s, _, _ := secondFrameBehindAHeldOne(t, cfg, release)
 	poll(t, "the second frame to wait", func() bool {
 		_, _, waiting := queueState(s)
 		return waiting == 1
@@ -695,18 +705,9 @@ func TestQueuedBytesWaitEndsWithTheServer(t *testing.T) {
 // answers.
 func TestQueuedBytesWaitIsBoundedByIdleTimeout(t *testing.T) {
 	release := make(chan struct{})
-	var handled atomic.Int32
 	cfg := Config{MaxQueuedBytes: 256 << 10, MaxFrameBytes: 256 << 10, IdleTimeout: 300 * time.Millisecond}
 	logs := logged(&cfg)
-	s := blockingMetadataServer(t, mustListen(t), cfg, release, &handled)
-	a, b := dial(t, s), dial(t, s)
-	if _, err := a.Write(metadataFrame(1, 200<<10)); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the first request to reach the handler", func() bool { return handled.Load() == 1 })
-	if _, err := b.Write(metadataFrame(2, 200<<10)); err != nil {
-		t.Fatal(err)
-	}
+	s, a, b := secondFrameBehindAHeldOne(t, cfg, release)
 	closedByPeer(t, b, "held back past the idle timeout")
 	poll(t, "the log line", func() bool {
 		return logs.Has("closing connection: idle timeout while held back by the queued request bytes limit",
