@@ -2,13 +2,13 @@ package logstore
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -183,20 +183,16 @@ func (s *segment) scan() (*tailDamage, error) {
 	var frame []byte
 	var off int64
 	damaged := func(reason error) (*tailDamage, error) {
-		zero, err := allZero(s.f, off, fileSize)
-		if err != nil {
+		rest := make([]byte, fileSize-off)
+		if _, err := s.f.ReadAt(rest, off); err != nil {
 			return nil, fmt.Errorf("logstore: read %s: %w", s.path, err)
 		}
-		if zero {
+		if !slices.ContainsFunc(rest, func(b byte) bool { return b != 0 }) {
 			return nil, nil // the end of the frames, in room made ahead
 		}
-		later, err := s.laterAppend(off, fileSize, s.first+s.entries())
-		if err != nil {
-			return nil, err
-		}
-		if later >= 0 {
+		if later := laterAppend(rest, s.first+s.entries()); later >= 0 {
 			return nil, &corruptError{path: s.path, offset: off,
-				err: fmt.Errorf("%v, and a later append's frame follows at offset %d", reason, later)}
+				err: fmt.Errorf("%v, and a later append's frame follows at offset %d", reason, off+later)}
 		}
 		return &tailDamage{offset: off, bytes: fileSize - off, reason: reason}, nil
 	}
@@ -244,17 +240,13 @@ func (s *segment) scan() (*tailDamage, error) {
 	return nil, nil
 }
 
-// laterAppend looks past damage at offset from, where the entry next
+// laterAppend looks in rest, the bytes from damage where the entry next
 // expected is next, for a valid frame written by a later append than the
 // one that holds the damage: one whose append began after next. It returns
-// that frame's offset, or -1. Frames are found by trying every offset, so
-// a frame torn at its start does not hide the ones after it; a checksum
-// must match before a frame counts.
-func (s *segment) laterAppend(from, fileSize int64, next uint64) (int64, error) {
-	rest := make([]byte, fileSize-from)
-	if _, err := s.f.ReadAt(rest, from); err != nil {
-		return 0, fmt.Errorf("logstore: read %s: %w", s.path, err)
-	}
+// that frame's offset in rest, or -1. Frames are found by trying every
+// offset, so a frame torn at its start does not hide the ones after it; a
+// checksum must match before a frame counts.
+func laterAppend(rest []byte, next uint64) int64 {
 	const minFrame = frameHeaderSize + bodyFixedSize
 	for p := 1; p+minFrame <= len(rest); p++ {
 		n := binary.LittleEndian.Uint32(rest[p+4:])
@@ -265,28 +257,9 @@ func (s *segment) laterAppend(from, fileSize int64, next uint64) (int64, error) 
 		if frameIndex(f) < next || frameAppendFirst(f) <= next || checkFrame(f) != nil {
 			continue
 		}
-		return from + int64(p), nil
+		return int64(p)
 	}
-	return -1, nil
-}
-
-// allZero reports whether the file holds only zero bytes in [from, to): the
-// shape of space a file system allocated for an append whose data it never
-// wrote.
-func allZero(f *os.File, from, to int64) (bool, error) {
-	buf := make([]byte, 64<<10)
-	zeros := make([]byte, len(buf))
-	for from < to {
-		n := min(int64(len(buf)), to-from)
-		if _, err := f.ReadAt(buf[:n], from); err != nil {
-			return false, err
-		}
-		if !bytes.Equal(buf[:n], zeros[:n]) {
-			return false, nil
-		}
-		from += n
-	}
-	return true, nil
+	return -1
 }
 
 // remove closes and deletes the segment file. The caller syncs the
