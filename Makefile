@@ -53,7 +53,7 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## deps: system packages the process-level tests use (root on Debian only)
+## deps: installs the system packages the tests use (as root, with apt-get); fails naming any still missing
 deps:
 	@./.ci/deps.sh
 
