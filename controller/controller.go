@@ -85,9 +85,9 @@ type Controller struct {
 	// multi-step work (deletions, reassignments) where the log left it.
 	resumers []func(*eventCtx) error
 
-	// computed, if set (tests only), is told how many events the loop
+	// computed, if set (tests only), is told which events the loop
 	// computed at a time, and whether over a round still committing.
-	computed func(events int, overInFlight bool)
+	computed func(events []*event, overInFlight bool)
 }
 
 // activation is one term as active controller.

@@ -105,7 +105,7 @@ func (c *Controller) compute(a *activation, r *round, events []*event) int {
 	if n > 0 {
 		r.epoch = a.epoch
 		if c.computed != nil {
-			c.computed(n, r.over != nil)
+			c.computed(events[:n], r.over != nil)
 		}
 	}
 	return n
