@@ -93,6 +93,16 @@ type Config struct {
 	// 64. Without TLS they do nothing.
 	RaftHandshakeTimeout time.Duration
 	RaftMaxHandshakes    int
+	// RaftSnapshotThreshold, RaftSnapshotInterval and RaftTrailingLogs
+	// are raft's snapshot settings (raft.Config's SnapshotThreshold,
+	// SnapshotInterval and TrailingLogs): every interval, with jitter,
+	// raft takes a snapshot if the threshold of entries accumulated since
+	// the last one, and keeps the trailing entries behind it; a voter
+	// lagging further is sent the snapshot. Zero keeps hashicorp/raft's
+	// defaults, 8192, 120 s and 10240.
+	RaftSnapshotThreshold uint64
+	RaftSnapshotInterval  time.Duration
+	RaftTrailingLogs      uint64
 
 	// HTTPAddr is where the operations endpoint listens; empty: none.
 	HTTPAddr string
@@ -212,6 +222,15 @@ func Start(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// voterOptions sets the voter's raft snapshot settings, then applies
+// VoterOptions, which may change them again.
+func (c *Config) voterOptions(vc *voter.Config) {
+	vc.SnapshotThreshold, vc.SnapshotInterval, vc.TrailingLogs = c.RaftSnapshotThreshold, c.RaftSnapshotInterval, c.RaftTrailingLogs
+	if c.VoterOptions != nil {
+		c.VoterOptions(vc)
+	}
+}
+
 // stopReplicaForwarder passes the sender's StopReplica outcomes to the
 // controller, which exists only once the node has started.
 type stopReplicaForwarder struct {
@@ -262,7 +281,7 @@ func (s *Server) startVoter() error {
 		lpeers = append(lpeers, listener.PeerListener{NodeID: v.ID, Host: host, Port: int32(port)})
 	}
 	observer := metrics.NewLoopObserver(s.Registry)
-	voterOpts := cfg.VoterOptions
+	voterOpts := cfg.voterOptions
 	if raftTLS := cfg.tlsOr(cfg.RaftTLS); raftTLS != nil {
 		stream, err := transport.NewTLSStreamLayer(transport.TLSStreamConfig{
 			BindAddr: cfg.RaftAddr, Advertise: cfg.RaftAdvertise, Certs: raftTLS,
@@ -273,9 +292,7 @@ func (s *Server) startVoter() error {
 			return fmt.Errorf("raft: %w", err)
 		}
 		voterOpts = func(vc *voter.Config) {
-			if cfg.VoterOptions != nil {
-				cfg.VoterOptions(vc)
-			}
+			cfg.voterOptions(vc)
 			if vc.Stream != nil {
 				// The caller brought its own stream layer.
 				_ = stream.Close()

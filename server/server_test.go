@@ -166,6 +166,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"BrokerListener", func(c *Config) { c.Broker, c.BrokerID = true, 1 }},
 		{"HTTPAddr", func(c *Config) { c.HTTPAddr = "nope" }},
 		{"SessionTimeout", func(c *Config) { c.SessionTimeout = time.Millisecond }},
+		{"RaftSnapshotInterval", func(c *Config) { c.RaftSnapshotInterval = -time.Second }},
+		{"RaftSnapshotInterval", func(c *Config) { c.RaftSnapshotInterval = time.Millisecond }},
 	} {
 		c := good()
 		tc.mod(&c)
@@ -173,5 +175,43 @@ func TestValidateNamesTheField(t *testing.T) {
 		if err := c.Validate(); !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("%s: Validate() = %v, want a FieldError on %s", tc.field, err, tc.field)
 		}
+	}
+}
+
+// TestRaftSnapshotSettingsReachRaft: the snapshot settings of a Config
+// are the running raft's, and unset ones are hashicorp/raft's defaults.
+// VoterOptions still has the last word.
+func TestRaftSnapshotSettingsReachRaft(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		set       func(*Config)
+		threshold uint64
+		interval  time.Duration
+		trailing  uint64
+	}{
+		{"set", func(c *Config) {
+			c.RaftSnapshotThreshold, c.RaftSnapshotInterval, c.RaftTrailingLogs = 300, 3*time.Second, 70
+		}, 300, 3 * time.Second, 70},
+		{"defaults", func(*Config) {}, voter.DefaultSnapshotThreshold, voter.DefaultSnapshotInterval, voter.DefaultTrailingLogs},
+		{"VoterOptions last", func(c *Config) {
+			c.RaftSnapshotThreshold, c.RaftTrailingLogs = 300, 70
+			c.VoterOptions = func(vc *voter.Config) { voter.FastTimeouts(vc); vc.TrailingLogs = 90 }
+		}, 300, voter.DefaultSnapshotInterval, 90},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := oneNode(t)
+			cfg.Broker = false
+			tc.set(&cfg)
+			s, err := Start(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			rc := s.Node.Voter.Raft().ReloadableConfig()
+			if rc.SnapshotThreshold != tc.threshold || rc.SnapshotInterval != tc.interval || rc.TrailingLogs != tc.trailing {
+				t.Errorf("raft runs with threshold %d, interval %v, trailing logs %d; want %d, %v, %d",
+					rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs, tc.threshold, tc.interval, tc.trailing)
+			}
+		})
 	}
 }

@@ -39,6 +39,10 @@ func checkAddr(field, addr string, wantPort bool) error {
 	return nil
 }
 
+// minSnapshotInterval is the shortest snapshot interval raft takes
+// (raft.ValidateConfig).
+const minSnapshotInterval = 5 * time.Millisecond
+
 // Validate reports the first invalid field, as a *FieldError.
 func (c *Config) Validate() error {
 	if !c.Voter && !c.Broker {
@@ -156,6 +160,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RaftMaxHandshakes < 0 {
 		return fieldErr("RaftMaxHandshakes", "%d is negative", c.RaftMaxHandshakes)
+	}
+	if c.RaftSnapshotInterval < 0 {
+		return fieldErr("RaftSnapshotInterval", "%v is negative", c.RaftSnapshotInterval)
+	}
+	if c.RaftSnapshotInterval > 0 && c.RaftSnapshotInterval < minSnapshotInterval {
+		return fieldErr("RaftSnapshotInterval", "%v is below %v, raft's minimum", c.RaftSnapshotInterval, minSnapshotInterval)
 	}
 	if c.HTTPAddr != "" {
 		if err := checkAddr("HTTPAddr", c.HTTPAddr, false); err != nil {

@@ -42,3 +42,19 @@ func TestRaftConfigDerivesFromHeartbeat(t *testing.T) {
 		t.Fatalf("FastTimeouts election timeout %s is not faster than the default", c.ElectionTimeout)
 	}
 }
+
+func TestRaftConfigSnapshotSettings(t *testing.T) {
+	c := Config{NodeID: "1", SnapshotThreshold: 256, SnapshotInterval: 2 * time.Second, TrailingLogs: 64}
+	rc := c.raftConfig(hclog.NewNullLogger(), nil)
+	if err := raft.ValidateConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	if rc.SnapshotThreshold != 256 || rc.SnapshotInterval != 2*time.Second || rc.TrailingLogs != 64 {
+		t.Fatalf("threshold %d, interval %v, trailing logs %d; want 256, 2s, 64", rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs)
+	}
+	if def := raft.DefaultConfig(); DefaultSnapshotThreshold != def.SnapshotThreshold || DefaultSnapshotInterval != def.SnapshotInterval ||
+		DefaultTrailingLogs != def.TrailingLogs {
+		t.Fatalf("the voter's snapshot defaults %d, %v, %d are not raft's %d, %v, %d", DefaultSnapshotThreshold, DefaultSnapshotInterval,
+			DefaultTrailingLogs, def.SnapshotThreshold, def.SnapshotInterval, def.TrailingLogs)
+	}
+}

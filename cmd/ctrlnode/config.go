@@ -41,6 +41,9 @@ var coreSettings = []setting{
 	{"data.dir", "", "folder for the voter's raft log, snapshots and state (required for a voter)", "DataDir"},
 	{"raft.listener", "", "host:port the voter's raft transport binds (required for a voter)", "RaftAddr"},
 	{"raft.advertised.listener", "", "host:port the other voters dial for raft (default: raft.listener)", "RaftAdvertise"},
+	{"raft.snapshot.threshold", "8192", "log entries since the last snapshot after which the voter takes a new one (raft's SnapshotThreshold)", "RaftSnapshotThreshold"},
+	{"raft.snapshot.interval", "120s", "how often the voter checks raft.snapshot.threshold, with up to as much again of jitter (raft's SnapshotInterval)", "RaftSnapshotInterval"},
+	{"raft.trailing.logs", "10240", "log entries kept behind a snapshot, so that a voter that lags by fewer catches up from the log instead of being sent the snapshot (raft's TrailingLogs)", "RaftTrailingLogs"},
 	{"listener", "", "host:port of the voter's Kafka-protocol listener for admin clients and brokers (required for a voter)", "Listener"},
 	{"advertised.listener", "", "host:port clients are told for this voter's listener (default: listener)", "ListenerAdvertise"},
 	{"voters", "", "every voter as id@raft-host:port, comma-separated, this node included; the first start bootstraps the quorum from it", "Voters"},
@@ -324,6 +327,15 @@ func buildNodeConfig(ns nodeSettings) (nodeConfig, error) {
 		return nc, err
 	}
 	if err := limitsSettings(ns, c); err != nil {
+		return nc, err
+	}
+	if err := parseLimit(ns, "raft.snapshot.threshold", &c.RaftSnapshotThreshold); err != nil {
+		return nc, err
+	}
+	if err := parseLimit(ns, "raft.snapshot.interval", &c.RaftSnapshotInterval); err != nil {
+		return nc, err
+	}
+	if err := parseLimit(ns, "raft.trailing.logs", &c.RaftTrailingLogs); err != nil {
 		return nc, err
 	}
 	switch ns.get("pprof") {

@@ -138,6 +138,11 @@ func parseLimit(ns nodeSettings, key string, p any) error {
 			return err
 		}
 		*p = n
+	case *uint64:
+		if err := over(math.MaxInt64); err != nil {
+			return err
+		}
+		*p = uint64(n)
 	default:
 		panic(fmt.Sprintf("setting %s: limit of unsupported type %T", key, p))
 	}

@@ -91,6 +91,13 @@ func TestBuildNodeConfigNamesTheSetting(t *testing.T) {
 		{map[string]string{"roles": "broker", "broker.listener": "127.0.0.1:0"}, "broker.id (defaults to node.id): 1001 is also a voter id"},
 		{map[string]string{"data.dir": ""}, "data.dir (from flag --data-dir): required for a voter"},
 		{map[string]string{"pprof": "maybe"}, "pprof (from flag --pprof): \"maybe\" is not true or false"},
+		{map[string]string{"raft.snapshot.threshold": "0"}, "raft.snapshot.threshold (from flag --raft-snapshot-threshold): \"0\" is not positive"},
+		{map[string]string{"raft.snapshot.threshold": "lots"}, "raft.snapshot.threshold (from flag --raft-snapshot-threshold): \"lots\" is not a whole number"},
+		{map[string]string{"raft.snapshot.interval": "often"}, "raft.snapshot.interval (from flag --raft-snapshot-interval): \"often\" is not a duration"},
+		{map[string]string{"raft.snapshot.interval": "-1s"}, "raft.snapshot.interval (from flag --raft-snapshot-interval): \"-1s\" is not positive"},
+		{map[string]string{"raft.snapshot.interval": "1ms"}, "raft.snapshot.interval (from flag --raft-snapshot-interval): 1ms is below 5ms, raft's minimum"},
+		{map[string]string{"raft.trailing.logs": "-64"}, "raft.trailing.logs (from flag --raft-trailing-logs): \"-64\" is not positive"},
+		{map[string]string{"raft.trailing.logs": "99999999999999999999"}, "raft.trailing.logs (from flag --raft-trailing-logs): 99999999999999999999 is above the hard limit"},
 	} {
 		_, err := buildNodeConfig(validSettings(t, tc.extra))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -45,6 +45,9 @@ listener may have TLS files of its own (raft.tls.*, listener.tls.*,
 broker.listener.tls.*) in place of the node-wide tls.* ones; SIGHUP
 reloads every set. A node's listeners are all TLS or all plain TCP.
 
+raft.snapshot.threshold, raft.snapshot.interval and raft.trailing.logs
+are raft's snapshot settings, hashicorp/raft's defaults unless set.
+
 Example (voter 1001 of three; 1002 and 1003 alike):
 
   ctrlnode run --node-id 1001 --data-dir /var/lib/ctrlnode \
