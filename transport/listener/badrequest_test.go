@@ -16,7 +16,7 @@ import (
 // the active voter's state hash and applied index are the same after as
 // before.
 func TestBadRequestsChangeNothing(t *testing.T) {
-	c := newTestCluster(t, clusterOpts{})
+	c := newTestCluster(t, clusterOpts{stable: true})
 	c.startBrokers(3)
 	cl, adm := c.admin()
 	ctx := ctxT(t)
@@ -226,18 +226,31 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	cases = append(cases, reassignmentBadRequests(t, c, cl)...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			i := c.active(10 * time.Second)
-			before, idx := c.node(i).FSM.StateHash()
-			got := tc.send()
-			if got != tc.want.Code {
-				t.Errorf("got %v, want %s", kerr.ErrorForCode(got), tc.want.Message)
-			}
-			if c.active(10*time.Second) != i {
-				t.Skip("leadership moved during the request: the state comparison would mean nothing")
-			}
-			after, idx2 := c.node(i).FSM.StateHash()
-			if after != before || idx2 != idx {
-				t.Errorf("state changed: index %d -> %d", idx, idx2)
+			// Both states are read on one leader in one term: a new
+			// leader commits records of its own, and a request sent while
+			// leadership moves may meet NOT_CONTROLLER. If it moved anyway,
+			// the case runs again from its start on the new leader.
+			const attempts = 5
+			for attempt := 1; ; attempt++ {
+				lead := c.stableActive(30 * time.Second)
+				before, idx := c.node(lead.i).FSM.StateHash()
+				got := tc.send()
+				flushed := c.raftHeld(lead.i, lead.term) // whatever the request committed is applied
+				after, idx2 := c.node(lead.i).FSM.StateHash()
+				if !flushed || !c.held(lead) {
+					if attempt == attempts {
+						t.Fatalf("leadership moved during each of %d attempts", attempts)
+					}
+					t.Logf("leadership of voter %d (term %d) moved during the request: sending it again", c.ids[lead.i], lead.term)
+					continue
+				}
+				if got != tc.want.Code {
+					t.Errorf("got %v, want %s", kerr.ErrorForCode(got), tc.want.Message)
+				}
+				if after != before || idx2 != idx {
+					t.Errorf("state changed: index %d -> %d", idx, idx2)
+				}
+				return
 			}
 		})
 	}

@@ -40,6 +40,7 @@ type testCluster struct {
 	t       testing.TB
 	session time.Duration
 	steady  bool
+	stable  bool
 
 	mu        sync.Mutex // guards nodes and listeners: brokers read them concurrently
 	ids       []int32
@@ -67,6 +68,12 @@ type clusterOpts struct {
 	// steady keeps raft's default timeouts, for benchmarks: the load they
 	// put on the machine would trigger elections with the fast ones.
 	steady bool
+	// stable keeps raft's default timeouts too (a second without the
+	// leader before an election, instead of a quarter), for tests that
+	// need one leader throughout: on a loaded host under the race
+	// detector a stall of a few hundred milliseconds ends a leadership
+	// with the fast ones. The first election takes about a second longer.
+	stable bool
 	// tls runs raft, the listeners and every client over mutual TLS with
 	// certificates of a throwaway CA (see tls_test.go).
 	tls bool
@@ -83,7 +90,7 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 	if opts.session == 0 {
 		opts.session = 6 * time.Second
 	}
-	c := &testCluster{t: t, session: opts.session, steady: opts.steady, brokers: map[int32]*testBroker{},
+	c := &testCluster{t: t, session: opts.session, steady: opts.steady, stable: opts.stable, brokers: map[int32]*testBroker{},
 		security: opts.security, clientOpts: opts.clientOpts, logs: opts.logs, observer: opts.observer}
 	if opts.tls {
 		c.tls = newClusterTLS(t, []int32{1001, 1002, 1003})
@@ -158,7 +165,7 @@ func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listene
 			vc.Stream = stream
 			if c.steady {
 				vc.SnapshotThreshold = 1 << 30 // no snapshot in the middle of a measurement
-			} else {
+			} else if !c.stable {
 				voter.FastTimeouts(vc)
 			}
 		},
@@ -284,6 +291,68 @@ func (c *testCluster) active(timeout time.Duration) int {
 		return false
 	})
 	return idx
+}
+
+// leadership is who leads: the voter whose controller is active, the raft
+// term it leads in and its controller epoch. A voter leads at most once
+// per term, so finding the same leadership twice means it held between.
+type leadership struct {
+	i     int
+	term  uint64
+	epoch int32
+}
+
+// leader returns the leadership when exactly one running voter has an
+// active controller and it is raft leader.
+func (c *testCluster) leader() (leadership, bool) {
+	nodes, _ := c.snapshot()
+	var out leadership
+	found := 0
+	for i, n := range nodes {
+		if n == nil {
+			continue
+		}
+		if ok, epoch := n.Controller.Active(); ok {
+			found++
+			out = leadership{i: i, term: n.Voter.Raft().CurrentTerm(), epoch: epoch}
+		}
+	}
+	return out, found == 1 && nodes[out.i].Voter.IsLeader()
+}
+
+// stableActive waits until one voter is the active controller and its
+// leadership holds across a barrier (the same voter, term and epoch
+// before and after it commits): what its predecessors and its activation
+// committed is then applied on it.
+func (c *testCluster) stableActive(timeout time.Duration) leadership {
+	c.t.Helper()
+	var got leadership
+	waitFor(c.t, timeout, "a stable active controller", func() bool {
+		a, ok := c.leader()
+		if !ok || !c.raftHeld(a.i, a.term) {
+			return false
+		}
+		got = a
+		return c.held(a)
+	})
+	return got
+}
+
+// raftHeld commits a barrier on voter i, so everything committed before is
+// applied on it, and reports whether it is still raft leader in term.
+func (c *testCluster) raftHeld(i int, term uint64) bool {
+	n := c.node(i)
+	if n == nil || n.Voter.Raft().Barrier(10*time.Second).Error() != nil {
+		return false
+	}
+	return n.Voter.IsLeader() && n.Voter.Raft().CurrentTerm() == term
+}
+
+// held reports whether leadership a still holds: its voter is the one
+// active controller, in the same term and epoch.
+func (c *testCluster) held(a leadership) bool {
+	b, ok := c.leader()
+	return ok && b == a
 }
 
 // standbyIndex returns a running voter that is not the active one.

@@ -19,9 +19,9 @@ import (
 // seeded with the standby alone then reaches the active controller by
 // itself.
 func TestStandbyRedirects(t *testing.T) {
-	c := newTestCluster(t, clusterOpts{})
+	c := newTestCluster(t, clusterOpts{stable: true})
 	c.startBrokers(3)
-	active := c.active(10 * time.Second)
+	active := c.stableActive(30 * time.Second).i
 	sb := c.standbyIndex(active)
 	sbAddr := c.listener(sb).Addr().String()
 	ctx := ctxT(t)
@@ -246,35 +246,63 @@ type standbyCase struct {
 // that image as the active controller's. Once the controller is active
 // again it names itself, and its image holds what was committed before.
 func TestLeaderNamesItselfOnlyOnceActive(t *testing.T) {
-	c := newTestCluster(t, clusterOpts{})
+	c := newTestCluster(t, clusterOpts{stable: true})
 	c.startBrokers(3)
-	active := c.active(10 * time.Second)
 	ctx := ctxT(t)
 	_, adm := c.admin()
 	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "kept"); err != nil {
 		t.Fatal(err)
 	}
-	l, n := c.listener(active), c.node(active)
-	n.Controller.Deactivate()
-	if !n.Voter.IsLeader() {
-		t.Skip("leadership moved while the test ran")
-	}
-	md := l.metadata(kmsg.NewPtrMetadataRequest())
-	if md.ControllerID != -1 {
-		t.Errorf("Metadata from a leader whose controller is idle names controller %d, want -1", md.ControllerID)
-	}
-	dc := kmsg.NewPtrDescribeClusterRequest()
-	dc.Version, dc.EndpointType = 1, 1
-	if id := l.describeCluster(dc).ControllerID; id != -1 {
-		t.Errorf("DescribeCluster from a leader whose controller is idle names controller %d, want -1", id)
-	}
-	n.Controller.Activate()
-	waitFor(t, 10*time.Second, "the controller to be active again", func() bool { ok, _ := n.Controller.Active(); return ok })
-	md = l.metadata(kmsg.NewPtrMetadataRequest())
-	if md.ControllerID != c.ids[active] {
-		t.Fatalf("an active controller names %d, want itself (%d)", md.ControllerID, c.ids[active])
-	}
-	if !slices.ContainsFunc(md.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && *t.Topic == "kept" }) {
-		t.Errorf("the active controller's Metadata lacks the committed topic: %+v", md.Topics)
+	// Each answer is taken from one leader in one term. If leadership
+	// moved anyway, the check runs again from its start on the new leader;
+	// the voter that lost it is left to its watcher, which deactivates a
+	// controller whose voter lost leadership and activates one whose voter
+	// gained it (unless it gained it back before the Deactivate here).
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		if attempt > attempts {
+			t.Fatalf("leadership moved during each of %d attempts", attempts)
+		}
+		lead := c.stableActive(30 * time.Second)
+		l, n := c.listener(lead.i), c.node(lead.i)
+		n.Controller.Deactivate()
+		idleMD := l.metadata(kmsg.NewPtrMetadataRequest())
+		dc := kmsg.NewPtrDescribeClusterRequest()
+		dc.Version, dc.EndpointType = 1, 1
+		idleDC := l.describeCluster(dc)
+		if !c.raftHeld(lead.i, lead.term) {
+			t.Logf("leadership of voter %d (term %d) moved while its controller was idle: again", c.ids[lead.i], lead.term)
+			if n.Voter.IsLeader() {
+				n.Controller.Activate()
+			}
+			continue
+		}
+		n.Controller.Activate()
+		var moved bool
+		waitFor(t, 30*time.Second, "the controller to be active again, or leadership to move", func() bool {
+			if ok, _ := n.Controller.Active(); ok {
+				return true
+			}
+			moved = !n.Voter.IsLeader() || n.Voter.Raft().CurrentTerm() != lead.term
+			return moved
+		})
+		md := l.metadata(kmsg.NewPtrMetadataRequest())
+		if moved || !c.raftHeld(lead.i, lead.term) {
+			t.Logf("leadership of voter %d (term %d) moved while its controller activated: again", c.ids[lead.i], lead.term)
+			continue
+		}
+		if idleMD.ControllerID != -1 {
+			t.Errorf("Metadata from a leader whose controller is idle names controller %d, want -1", idleMD.ControllerID)
+		}
+		if idleDC.ControllerID != -1 {
+			t.Errorf("DescribeCluster from a leader whose controller is idle names controller %d, want -1", idleDC.ControllerID)
+		}
+		if md.ControllerID != c.ids[lead.i] {
+			t.Fatalf("an active controller names %d, want itself (%d)", md.ControllerID, c.ids[lead.i])
+		}
+		if !slices.ContainsFunc(md.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && *t.Topic == "kept" }) {
+			t.Errorf("the active controller's Metadata lacks the committed topic: %+v", md.Topics)
+		}
+		return
 	}
 }
