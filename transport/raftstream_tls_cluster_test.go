@@ -346,9 +346,12 @@ func TestTLSRaftClusterRefusesStrangers(t *testing.T) {
 // (its bootstrap entry is the cluster's first entry) and it could vote.
 // Instead the leader refuses the intruder's certificate on every attempt
 // to reach the missing voter, the other follower refuses every one of
-// its campaigns, and both refusals are logged; the cluster's term, leader
-// and configuration stay as they were, the remaining two voters keep
-// committing, and the intruder's log never gets past its bootstrap entry.
+// its campaigns, and both refusals are logged; no vote request of the
+// intruder's ever reaches raft on either remaining voter, so the cluster's
+// term moves only through elections between those two (a loaded host can
+// stall the leader past its lease), its leader is one of them and its
+// configuration stays as it was, the remaining two voters keep committing,
+// and the intruder's log never gets past its bootstrap entry.
 func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
 	c := newTLSCluster(t)
 	c.apply(10)
@@ -370,6 +373,11 @@ func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
 		}
 	}
 	victimID, victimAddr := c.voters[victim].ID(), c.voters[victim].Addr()
+	running := []int{slices.Index(c.voters, leader), other}
+	campaigns := make([]*voteRequests, len(c.voters))
+	for _, i := range running {
+		campaigns[i] = observeVoteRequests(t, c.voters[i].Raft())
+	}
 	if err := c.voters[victim].Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +420,6 @@ func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
 	refusedByCluster := func(rec map[string]any) bool {
 		return field(rec, "reason") == "remote error: tls: bad certificate"
 	}
-	running := []int{slices.Index(c.voters, leader), other}
 	applied := uint64(10)
 	votertest.WaitFor(t, 30*time.Second, "three refusals each way", func() bool {
 		c.apply(1)
@@ -439,13 +446,27 @@ func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
 	if n := len(refusals(t, intruderLog, refusedByCluster)); n < 3 {
 		t.Errorf("the intruder saw %d of its handshakes refused by a voter that dialled it", n)
 	}
+	// With one voter stopped, an election needs both remaining voters, so
+	// a term that moved shows as a vote request one of them heard from the
+	// other; one from any other id would be the intruder's.
+	runningIDs := []string{c.voters[running[0]].ID(), c.voters[running[1]].ID()}
+	_, leaderNow := c.voters[running[0]].LeaderID()
+	var heard []string
+	for _, i := range running {
+		heard = append(heard, campaigns[i].senders()...)
+	}
+	for _, id := range heard {
+		if !slices.Contains(runningIDs, id) {
+			t.Errorf("a remaining voter heard a vote request from %q (the intruder is %s); requests heard: %v", id, victimID, heard)
+		}
+	}
 	for _, i := range running {
 		v := c.voters[i]
-		if got := v.Raft().CurrentTerm(); got != term {
-			t.Errorf("voter %s moved from term %d to %d", v.ID(), term, got)
+		if got := v.Raft().CurrentTerm(); got != term && len(heard) == 0 {
+			t.Errorf("voter %s moved from term %d to %d with no vote request between the remaining voters", v.ID(), term, got)
 		}
-		if _, id := v.LeaderID(); id != leader.ID() {
-			t.Errorf("voter %s follows %q, not %s", v.ID(), id, leader.ID())
+		if _, id := v.LeaderID(); id != leaderNow || !slices.Contains(runningIDs, id) {
+			t.Errorf("voter %s follows %q; the remaining voters are %v and the first follows %q", v.ID(), id, runningIDs, leaderNow)
 		}
 	}
 	confAfter := leader.Raft().GetConfiguration()
@@ -565,4 +586,52 @@ func tlsDial(certs *tlsconfig.Reloader, addr string) (*probeConn, error) {
 		return nil, err
 	}
 	return &probeConn{Conn: c, serial: c.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()}, nil
+}
+
+// voteRequests collects who sent the vote and pre-vote requests that
+// reached one voter's raft.
+type voteRequests struct {
+	mu   sync.Mutex
+	from []string
+}
+
+func observeVoteRequests(t *testing.T, r *raft.Raft) *voteRequests {
+	v := &voteRequests{}
+	ch := make(chan raft.Observation, 64)
+	obs := raft.NewObserver(ch, true, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.RequestVoteRequest, raft.RequestPreVoteRequest:
+			return true
+		}
+		return false
+	})
+	r.RegisterObserver(obs)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for o := range ch {
+			var id []byte
+			switch req := o.Data.(type) {
+			case raft.RequestVoteRequest:
+				id = req.ID
+			case raft.RequestPreVoteRequest:
+				id = req.ID
+			}
+			v.mu.Lock()
+			v.from = append(v.from, string(id))
+			v.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		r.DeregisterObserver(obs)
+		close(ch)
+		<-done
+	})
+	return v
+}
+
+func (v *voteRequests) senders() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.from)
 }
