@@ -77,13 +77,6 @@ func TestSecurityCommandsAgainstSASLCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	help := ctl(t, nil, "run", "--help")
-	for _, key := range []string{"sasl-enabled-mechanisms", "super-users", "sasl-bootstrap-user", "sasl-bootstrap-password-file"} {
-		if !strings.Contains(help.stdout+help.stderr, "-"+key+" ") {
-			t.Skipf("ctrlnode run has no %s setting yet", strings.ReplaceAll(key, "-", "."))
-		}
-	}
-
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 )
 
 const ioTimeout = 5 * time.Second
@@ -58,7 +60,7 @@ func TestDialLeavesFromBindIP(t *testing.T) {
 	one := newLayer(t, "127.0.0.1:0")
 	two, err := NewTCPStreamLayer("127.0.0.2:0", "")
 	if err != nil {
-		t.Skipf("cannot bind 127.0.0.2 on this host: %v", err)
+		testkit.Need(t, "a second loopback address to bind (127.0.0.2)", err)
 	}
 	t.Cleanup(func() { two.Close() })
 

@@ -19,6 +19,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/history"
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/nemesis"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
@@ -50,7 +51,7 @@ const (
 // the schedule from the flags (a bad flag fails here) and builds ctrlnode.
 // As root it creates a network namespace and runs in it, so the partition
 // nemeses can cut 127.0.0.1–3 apart; otherwise it runs on the host's
-// loopback without them, and says so.
+// loopback without them, and says so (with CI=true it fails instead).
 func TestJepsen(t *testing.T) {
 	inside := os.Getenv(envNetns)
 	netErr := nemesis.Available()
@@ -77,13 +78,16 @@ func TestJepsen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: builds and runs the ctrlnode binary")
 	}
+	// Without root, ip and iptables the run leaves the partition nemeses
+	// out and says so; with CI=true it fails instead.
+	if len(cfg.Skipped) > 0 {
+		testkit.NeedInCI(t, "network faults for the partition nemeses (root, ip and iptables)", netErr)
+	}
 	rs := runSettings{reportBase: *flagReport, workers: numWorkers, opTimeout: opTimeout, bin: os.Getenv(envBin)}
 	if rs.bin == "" {
 		rs.bin = buildCtrlnode(t)
 	}
-	if err := ProbeRun(rs.bin); err != nil {
-		t.Skipf("skipping: %v; the run starts every voter and broker agent with it", err)
-	}
+	testkit.Need(t, "`ctrlnode run` in the race-built binary (the run starts every voter and broker agent with it)", ProbeRun(rs.bin))
 
 	switch {
 	case inside != "":
@@ -101,6 +105,9 @@ func TestJepsen(t *testing.T) {
 			// capability): run on the loopback without partitions.
 			cfg, _ = NewConfig(cfg.Duration, cfg.Seed, cfg.Nemesis, fmt.Errorf("cannot create a network namespace: %w", err))
 			cfg = withSoloBrokers(cfg)
+			if len(cfg.Skipped) > 0 {
+				testkit.NeedInCI(t, "a network namespace for the partition nemeses", err)
+			}
 			for _, s := range cfg.Skipped {
 				t.Log(s)
 			}
@@ -186,7 +193,7 @@ func runInNamespace(t *testing.T, ns *nemesis.Namespace, cfg Config, bin string)
 	case err != nil:
 		t.Fatalf("the run inside network namespace %s failed: %v (its output is above)", ns.Name, err)
 	case skip != "":
-		t.Skip(skip)
+		testkit.Missing(t, "what the run inside network namespace "+ns.Name+" needs", skip+" (its output is above)")
 	}
 }
 

@@ -44,7 +44,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// needZK returns the shared server, starting it on first use, or skips.
+// needZK returns the shared server, starting it on first use, or skips
+// (fails with CI=true) when it cannot run here.
 func needZK(t testing.TB) *zktest.Server {
 	t.Helper()
 	sharedOnce.Do(func() {
@@ -66,7 +67,7 @@ func needZK(t testing.TB) *zktest.Server {
 		shared = s
 	})
 	if shared == nil {
-		t.Skipf("zookeeper server cannot run here: %s", sharedWhy)
+		testkit.Missing(t, "a ZooKeeper server", sharedWhy)
 	}
 	if !shared.Running() {
 		if err := shared.StartAgain(); err != nil {

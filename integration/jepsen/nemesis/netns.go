@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 )
 
 // chain is the iptables chain, inside the namespace, that holds the drop
@@ -80,16 +82,12 @@ func (p *Proc) Signal(sig syscall.Signal) error { return p.Cmd.Process.Signal(si
 
 // New creates a namespace for a test and deletes it when the test ends
 // (or the process is interrupted). It skips the test, saying why, when
-// network faults are not available here.
+// network faults are not available here (with CI=true it fails it).
 func New(t testing.TB) *Namespace {
 	t.Helper()
-	if err := Available(); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
+	testkit.Need(t, "network faults (root, ip and iptables)", Available())
 	ns, err := Create()
-	if err != nil {
-		t.Skipf("skipping: cannot create a network namespace here: %v", err)
-	}
+	testkit.Need(t, "a network namespace", err)
 	t.Cleanup(func() {
 		if err := ns.Close(); err != nil {
 			t.Errorf("cleaning up network namespace %s: %v", ns.Name, err)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 )
 
 const helperEnv = "CTRLQUORUM_NEMESIS_HELPER"
@@ -368,9 +370,7 @@ func TestNamespacePartition(t *testing.T) {
 // TestNamespaceCleanupOnInterrupt interrupts a process that created a
 // namespace with a process in it: both must be gone.
 func TestNamespaceCleanupOnInterrupt(t *testing.T) {
-	if err := Available(); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
+	testkit.Need(t, "network faults (root, ip and iptables)", Available())
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -401,9 +401,7 @@ func TestNamespaceCleanupOnInterrupt(t *testing.T) {
 // TestStaleNamespaceIsReaped kills -9 a process that created a namespace:
 // the next namespace created deletes the orphan.
 func TestStaleNamespaceIsReaped(t *testing.T) {
-	if err := Available(); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
+	testkit.Need(t, "network faults (root, ip and iptables)", Available())
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

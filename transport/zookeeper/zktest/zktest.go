@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 )
 
 // Jar is where Debian's zookeeper package puts the server.
@@ -51,11 +53,12 @@ func Available() string {
 }
 
 // Start starts a server, skipping the test when java or the jar is
-// missing. extra lines are added to zoo.cfg. It is stopped in t.Cleanup.
+// missing (failing it with CI=true: see testkit.Need). extra lines are
+// added to zoo.cfg. It is stopped in t.Cleanup.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	if why := Available(); why != "" {
-		t.Skipf("zookeeper server unavailable: %s", why)
+		testkit.Missing(t, "a ZooKeeper server", why)
 	}
 	s, err := Launch(t.TempDir(), extra...)
 	if err != nil {
