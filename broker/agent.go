@@ -37,6 +37,16 @@
 //     that differs from the cached one for the same name is a re-created
 //     topic: the old one is dropped and the new one starts from scratch.
 //
+// A deleted topic leaves the cache, and so the agent's Metadata answers,
+// by whichever of these reaches the agent first: UpdateMetadata with
+// leader -2 (Kafka's LeaderDuringDelete) for a partition, which the
+// controller sends every live broker when a deletion starts;
+// StopReplica deleting a replica with leader epoch -2, which the
+// controller sends only for a topic being deleted; or a full
+// UpdateMetadata (type 2, the controller's catch-up of a broker that
+// registers or of a new controller) that does not name the topic: the
+// cache then keeps only the topics it names.
+//
 // The metadata offset of a control request comes in the client id of its
 // header (see wireclient.ControlClientID); the agent reports the highest
 // one it accepted in its heartbeats, or its own broker epoch if that is

@@ -252,6 +252,14 @@ func (a *Agent) updateMetadata(clientID string, req *kmsg.UpdateMetadataRequest)
 			PartitionEpoch: p.ZKVersion, ISR: p.ISR, Replicas: p.Replicas, ControllerEpoch: req.ControllerEpoch,
 		})
 	}
+	// A full UpdateMetadata (the controller's catch-up) names every topic
+	// there is: by a topic state without partitions, or by one with a
+	// partition not being deleted.
+	full := wireclient.UpdateMetadataType(req) == wireclient.UpdateMetadataFull
+	var named map[string]rl.TopicID
+	if full {
+		named = make(map[string]rl.TopicID, len(req.TopicStates))
+	}
 	if req.Version <= 4 {
 		for i := range req.PartitionStates {
 			add(req.PartitionStates[i].Topic, rl.TopicID{}, &req.PartitionStates[i])
@@ -259,8 +267,13 @@ func (a *Agent) updateMetadata(clientID string, req *kmsg.UpdateMetadataRequest)
 	} else {
 		for i := range req.TopicStates {
 			ts := &req.TopicStates[i]
+			live := len(ts.PartitionStates) == 0
 			for j := range ts.PartitionStates {
 				add(ts.Topic, rl.TopicID(ts.TopicID), &ts.PartitionStates[j])
+				live = live || ts.PartitionStates[j].Leader != leaderDuringDelete
+			}
+			if full && live {
+				named[ts.Topic] = rl.TopicID(ts.TopicID)
 			}
 		}
 	}
@@ -296,22 +309,32 @@ func (a *Agent) updateMetadata(clientID string, req *kmsg.UpdateMetadataRequest)
 	for i := range states {
 		st := &states[i]
 		if st.Leader == leaderDuringDelete {
-			if t := a.lookupLocked(st.Topic, st.TopicID); t != nil {
-				delete(t.parts, st.Partition)
-				if len(t.parts) == 0 {
-					delete(a.topics, st.Topic)
-				}
-			}
+			a.forgetLocked(st.Topic, st.TopicID, st.Partition)
 			continue
 		}
 		if codes[i] = a.judgeLocked(st); codes[i] == 0 {
 			a.storeLocked(st)
 		}
 	}
+	var dropped []PartitionState
+	if full {
+		dropped = a.keepOnlyLocked(named)
+	}
 	a.mu.Unlock()
-	a.clog.addN(len(states)+1, func(i int) ControlRecord {
+	if len(dropped) > 0 {
+		a.log.Info("full UpdateMetadata: forgetting topics the controller no longer has", "partitions", len(dropped))
+	}
+	a.clog.addN(len(states)+len(dropped)+1, func(i int) ControlRecord {
 		if i == 0 {
 			return base
+		}
+		if i > len(states) {
+			// A partition of a topic the request did not name.
+			st := dropped[i-1-len(states)]
+			st.Leader = leaderDuringDelete
+			r := partitionRecord(base, &st, 0)
+			r.Deleted = true
+			return r
 		}
 		st := &states[i-1]
 		r := partitionRecord(base, st, codes[i-1])
@@ -319,6 +342,42 @@ func (a *Agent) updateMetadata(clientID string, req *kmsg.UpdateMetadataRequest)
 		return r
 	})
 	return resp
+}
+
+// forgetLocked drops a partition from the cache, and its topic with its
+// last partition: the controller said the topic is being deleted.
+func (a *Agent) forgetLocked(topic string, id rl.TopicID, partition int32) {
+	t := a.lookupLocked(topic, id)
+	if t == nil {
+		return
+	}
+	delete(t.parts, partition)
+	if len(t.parts) == 0 {
+		delete(a.topics, topic)
+	}
+}
+
+// keepOnlyLocked drops every cached topic a full UpdateMetadata did not
+// name (by name, and by id where both sides have one) and returns the
+// partitions it dropped, by topic and partition.
+func (a *Agent) keepOnlyLocked(named map[string]rl.TopicID) []PartitionState {
+	var out []PartitionState
+	for name, t := range a.topics {
+		if id, ok := named[name]; ok && (id.IsZero() || t.id.IsZero() || id == t.id) {
+			continue
+		}
+		for _, p := range t.parts {
+			out = append(out, *p)
+		}
+		delete(a.topics, name)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
 }
 
 type stopItem struct {
@@ -404,6 +463,17 @@ func (a *Agent) stopReplica(clientID string, req *kmsg.StopReplicaRequest) *kmsg
 		resp.Partitions = append(resp.Partitions, p)
 	}
 	a.mu.Lock()
+	// Deleting a replica of a topic being deleted (leader epoch -2, which
+	// the controller sends for nothing else) takes the partition out of
+	// the cache too, as UpdateMetadata with leader -2 does: a broker
+	// that missed that request must not keep serving the topic. A replica
+	// deleted for a reassignment leaves the partition, which lives on
+	// elsewhere, in the cache.
+	for i := range items {
+		if it := &items[i]; it.accepted && it.delete && it.leaderEpoch == epochDuringDelete {
+			a.forgetLocked(it.topic, rl.TopicID{}, it.partition)
+		}
+	}
 	a.applied = max(a.applied, offset)
 	a.mu.Unlock()
 	a.clog.addN(len(items)+1, func(i int) ControlRecord {

@@ -22,10 +22,12 @@ type ActivationStats struct {
 // this voter leader. It returns at once; WaitReady waits for the outcome.
 // Activation waits on a barrier (raft's LeaderCh fires before the new
 // leader's entries commit), commits the next ControllerEpoch, gives every
-// unfenced broker a fresh session, sends every live broker UpdateMetadata
-// under the new epoch, and queues the resumption of work the image shows
-// in progress. It reads nothing but the local image: there is nothing to
-// rebuild, so its cost does not grow with the number of partitions.
+// unfenced broker a fresh session, sends every live broker a full
+// UpdateMetadata under the new epoch (the brokers and the names of the
+// topics, no partition states), and queues the resumption of work the
+// image shows in progress. It reads nothing but the local image: there is
+// nothing to rebuild, so its cost does not grow with the number of
+// partitions.
 func (c *Controller) Activate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,7 +99,11 @@ func (c *Controller) activate(a *activation) error {
 				n++
 			}
 		}
-		ec.plan.umAll = true
+		// A full UpdateMetadata: it names every topic, so a broker that
+		// missed a deletion under the previous controller forgets the
+		// topic (a broker's own catch-up may never come: this request
+		// already brings its metadata offset past the activation).
+		ec.plan.umAll, ec.plan.umFull = true, true
 		return n, nil
 	}
 	if _, err := c.runRound(a, []*event{ev}); err != nil {

@@ -67,6 +67,11 @@ type plan struct {
 	// umAll sends UpdateMetadata to every live broker even with no
 	// partitions: the broker list itself changed.
 	umAll bool
+	// umFull makes the UpdateMetadata of every live broker full (see
+	// UpdateMetadata.Full), as a catch-up's is: a new controller's first,
+	// so that every broker forgets the topics removed under an earlier
+	// one that it may still cache.
+	umFull bool
 	// umTo adds brokers that get UpdateMetadata whatever else happens.
 	umTo map[int32]struct{}
 	// catchUp asks for every partition changed after the given offset to
@@ -106,7 +111,7 @@ func (p *plan) catchUpFrom(b int32, offset uint64, keepLower bool) {
 }
 
 func (p *plan) empty() bool {
-	return len(p.lai) == 0 && len(p.stop) == 0 && len(p.um) == 0 && !p.umAll && len(p.umTo) == 0 && len(p.catchUp) == 0
+	return len(p.lai) == 0 && len(p.stop) == 0 && len(p.um) == 0 && !p.umAll && !p.umFull && len(p.umTo) == 0 && len(p.catchUp) == 0
 }
 
 // leaderAndIsr sends a LeaderAndIsr for the partition to each broker, and,
@@ -156,6 +161,7 @@ func (p *plan) merge(o *plan) {
 	}
 	p.um = append(p.um, o.um...)
 	p.umAll = p.umAll || o.umAll
+	p.umFull = p.umFull || o.umFull
 	for b := range o.umTo {
 		if p.umTo == nil {
 			p.umTo = map[int32]struct{}{}
@@ -223,6 +229,11 @@ func sortedRefs[V any](m map[partRef]V) []partRef {
 	return out
 }
 
+// partitionState reads a partition's state from the image. A partition
+// of a topic queued for deletion has leader LeaderDuringDelete, so that
+// every broker that hears of it drops it from its metadata cache (Kafka's
+// UpdateMetadata for a topic being deleted): such a state goes out in
+// UpdateMetadata only, never in LeaderAndIsr.
 func partitionState(im fsm.Reader, ref partRef) (PartitionState, bool) {
 	p := im.Partition(ref.id, ref.part)
 	if p == nil {
@@ -237,8 +248,37 @@ func partitionState(im fsm.Reader, ref partRef) (PartitionState, bool) {
 		if ra, ok := t.Reassignments[ref.part]; ok {
 			ps.Adding, ps.Removing = ra.Adding, ra.Removing
 		}
+		if t.Deleting {
+			ps.Leader = LeaderDuringDelete
+		}
 	}
 	return ps, true
+}
+
+// stopEpoch is the leader epoch a StopReplica carries for a partition:
+// EpochDuringDelete for a topic queued for deletion or already removed
+// (Kafka's sentinel: the broker stops the replica whatever its epoch and
+// drops it from its metadata cache), the planned epoch otherwise.
+func stopEpoch(im fsm.Reader, ref partRef, planned int32) int32 {
+	if t := im.Topic(ref.id); t == nil || t.Deleting {
+		return EpochDuringDelete
+	}
+	return planned
+}
+
+// topicNames lists the topics a full UpdateMetadata names, by id: every
+// topic of the image but those queued for deletion, which brokers are to
+// forget at once.
+func topicNames(im *fsm.Image) []TopicName {
+	var out []TopicName
+	im.ForEachTopic(func(t *fsm.Topic) bool {
+		if !t.Deleting {
+			out = append(out, TopicName{Name: t.Name, ID: t.ID})
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b TopicName) int { return compareIDs(a.ID, b.ID) })
+	return out
 }
 
 func liveBrokers(im fsm.Reader) []LiveBroker {
@@ -311,7 +351,8 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		// each other.
 		keys := make([]uint32, 0, len(items))
 		for _, it := range items {
-			if k := at[it>>1]; k >= 0 {
+			// A topic queued for deletion gets no LeaderAndIsr.
+			if k := at[it>>1]; k >= 0 && shared[k].Leader != LeaderDuringDelete {
 				keys = append(keys, uint32(k)<<1|uint32(it&1))
 			}
 		}
@@ -353,7 +394,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 	}
 
 	umTargets := map[int32]bool{}
-	if len(shared) > 0 || p.umAll {
+	if len(shared) > 0 || p.umAll || p.umFull {
 		for _, l := range live {
 			umTargets[l.ID] = true
 		}
@@ -368,13 +409,27 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 			umTargets[b] = true
 		}
 	}
+	var roster []TopicName // read once, for the first full UpdateMetadata
 	for b := range umTargets {
-		parts := shared
-		if from, ok := p.catchUp[b]; ok {
-			parts = catchUpPartitions(im, b, from, get, header(b), byID)
-			parts = mergeStates(shared, parts)
+		um := &UpdateMetadata{Header: header(b), Partitions: shared, LiveBrokers: live}
+		from, catchUp := p.catchUp[b]
+		if catchUp {
+			parts := catchUpPartitions(im, b, from, get, header(b), byID)
+			um.Partitions = mergeStates(shared, parts)
 		}
-		get(b).UpdateMetadata = &UpdateMetadata{Header: header(b), Partitions: parts, LiveBrokers: live}
+		if catchUp || p.umFull {
+			// A catch-up is a full UpdateMetadata: it names every topic,
+			// so the broker also forgets the topics removed while it was
+			// not hearing from this controller.
+			if roster == nil {
+				roster = topicNames(im)
+				if roster == nil {
+					roster = []TopicName{}
+				}
+			}
+			um.Full, um.Topics = true, roster
+		}
+		get(b).UpdateMetadata = um
 	}
 
 	for b, items := range p.stop {
@@ -388,7 +443,8 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 				it.leaderEpoch = items[j].leaderEpoch
 			}
 			i = j
-			req.Partitions = append(req.Partitions, StopPartition{Topic: it.ref.name, TopicID: it.ref.id, Partition: it.ref.part, LeaderEpoch: it.leaderEpoch, Delete: it.delete})
+			req.Partitions = append(req.Partitions, StopPartition{Topic: it.ref.name, TopicID: it.ref.id, Partition: it.ref.part,
+				LeaderEpoch: stopEpoch(im, it.ref, it.leaderEpoch), Delete: it.delete})
 		}
 		get(b).StopReplica = req
 	}
@@ -407,7 +463,8 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 
 // catchUpPartitions collects the partitions changed after offset `from` for
 // a broker that reported it had applied only that far, and adds a
-// LeaderAndIsr for those it hosts.
+// LeaderAndIsr for those it hosts (but those of topics being deleted,
+// which go out with leader LeaderDuringDelete in UpdateMetadata only).
 func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32) *Requests, hdr Header, byID map[int32]*LiveBroker) []PartitionState {
 	var parts []PartitionState
 	var lai []*PartitionState
@@ -420,6 +477,9 @@ func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32)
 			}
 			ps, _ := partitionState(im, partRef{id: t.ID, name: t.Name, part: i})
 			parts = append(parts, ps)
+			if t.Deleting {
+				continue
+			}
 			for _, r := range p.Replicas {
 				if r == broker {
 					lai = append(lai, &ps)

@@ -4,8 +4,19 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
+// Kafka's sentinels for a topic queued for deletion (its
+// LeaderAndIsr.LeaderDuringDelete and EpochDuringDelete): an
+// UpdateMetadata state with leader LeaderDuringDelete tells a broker to
+// drop the partition from its metadata cache at once, and a StopReplica
+// with leader epoch EpochDuringDelete stops the replica whatever its epoch.
+const (
+	LeaderDuringDelete int32 = -2
+	EpochDuringDelete  int32 = -2
+)
+
 // PartitionState is one partition as a control request carries it, read
 // from the committed image after the decision that produced it committed.
+// A partition of a topic being deleted has leader LeaderDuringDelete.
 type PartitionState struct {
 	Topic          string
 	TopicID        rl.TopicID
@@ -55,7 +66,9 @@ type LeaderAndIsr struct {
 	Leaders []LiveBroker
 }
 
-// StopPartition is one replica a StopReplica stops (and with Delete, deletes).
+// StopPartition is one replica a StopReplica stops (and with Delete,
+// deletes). A replica of a topic being deleted (or already removed) has
+// leader epoch EpochDuringDelete.
 type StopPartition struct {
 	Topic       string
 	TopicID     rl.TopicID
@@ -77,6 +90,20 @@ type UpdateMetadata struct {
 	// treat it as read-only.
 	Partitions  []PartitionState
 	LiveBrokers []LiveBroker
+	// Full marks a catch-up (Kafka's full UpdateMetadata, type 2): Topics
+	// then names every topic of the image, and the broker forgets every
+	// topic it caches that is not among them once it has applied
+	// Partitions. That is how a broker that missed a deletion (it was
+	// down, or the controller that deleted the topic is gone) drops the
+	// topic. Full is unset, and Topics nil, on every other UpdateMetadata.
+	Full   bool
+	Topics []TopicName
+}
+
+// TopicName names a topic in a full UpdateMetadata.
+type TopicName struct {
+	Name string
+	ID   rl.TopicID
 }
 
 // Requests is what one broker is sent for one committed batch: at most one

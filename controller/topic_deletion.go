@@ -37,10 +37,13 @@ type DeleteTopicResult struct {
 // topic with that id), INVALID_REQUEST (both or neither of name and id
 // given, or the same topic named twice in the request).
 //
-// Deletion follows the replica state machine (DESIGN §4): every partition
-// loses its leader and goes OfflinePartition; every replica goes
-// OfflineReplica and then ReplicaDeletionStarted, with StopReplica
-// (delete=true) to its broker. A replica whose broker is fenced goes
+// Deletion follows the replica state machine (DESIGN §4): every live
+// broker is sent UpdateMetadata with leader LeaderDuringDelete for every
+// partition, which drops the topic from its metadata cache (the topic
+// leaves client-visible metadata at once); every partition loses its
+// leader and goes OfflinePartition; every replica goes OfflineReplica and
+// then ReplicaDeletionStarted, with StopReplica (delete=true, leader epoch
+// EpochDuringDelete) to its broker. A replica whose broker is fenced goes
 // ReplicaDeletionIneligible instead and is retried when the broker is back.
 // Each broker's confirmation moves its replica to ReplicaDeletionSuccessful
 // (a failure to ReplicaDeletionIneligible); when all replicas of the topic
@@ -116,20 +119,24 @@ func (ec *eventCtx) deleteTopic(d DeleteTopic) (any, error) {
 }
 
 // driveTopicDeletion takes a topic queued for deletion as far as it can
-// go from wherever the image shows it: partitions without a leader and
-// offline, every replica along the deletion path (see
-// driveReplicaDeletions), and the topic removed if every replica is
-// confirmed deleted. It is idempotent, which is what lets a new controller
-// carry on a deletion at any step; with resend, replicas already in
-// ReplicaDeletionStarted on live brokers are sent StopReplica (delete=true)
-// again, since the request of a previous controller may never have gone
-// out.
+// go from wherever the image shows it: every partition announced to every
+// live broker with leader LeaderDuringDelete (UpdateMetadata, so brokers
+// drop the topic from their metadata caches at once; see partitionState),
+// partitions without a leader and offline, every replica along the
+// deletion path (see driveReplicaDeletions), and the topic removed if
+// every replica is confirmed deleted. It is idempotent, which is what lets
+// a new controller carry on a deletion at any step; with resend, replicas
+// already in ReplicaDeletionStarted on live brokers are sent StopReplica
+// (delete=true) again, since the request of a previous controller may
+// never have gone out.
 func (ec *eventCtx) driveTopicDeletion(t *fsm.Topic, resend bool) error {
 	im := ec.img()
 	var led, online []partRef
 	var reps []replica
+	ec.plan.reserve(int(im.PartitionCount(t.ID)))
 	im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
 		ref := partRef{id: t.ID, name: t.Name, part: i}
+		ec.plan.updateMetadata(ref)
 		if p.Leader != rl.NoLeader {
 			led = append(led, ref)
 		}
@@ -147,7 +154,6 @@ func (ec *eventCtx) driveTopicDeletion(t *fsm.Topic, resend bool) error {
 			Set: rl.ChangeLeader, Leader: rl.NoLeader}); err != nil {
 			return err
 		}
-		ec.plan.updateMetadata(ref)
 	}
 	if len(online) > 0 {
 		if _, err := ec.handlePartitionStateChanges(online, rl.OfflinePartition, 0, nil); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 )
 
 // securityPlaintext is Kafka's code for the PLAINTEXT security protocol.
@@ -113,7 +114,10 @@ func EncodeLeaderAndIsr(r *controller.LeaderAndIsr, v int16) *kmsg.LeaderAndISRR
 
 // EncodeUpdateMetadata maps an UpdateMetadata to the Kafka request at
 // version v (0..8). Replicas on brokers missing from the live list are
-// listed offline.
+// listed offline. A full one (a catch-up) is, from v8, of type full
+// (wireclient.UpdateMetadataFull) and lists every topic it names, those
+// with no partition in the request as a topic state without partitions;
+// before v8 it goes as an ordinary one, since the broker could not tell.
 func EncodeUpdateMetadata(r *controller.UpdateMetadata, v int16) *kmsg.UpdateMetadataRequest {
 	req := kmsg.NewPtrUpdateMetadataRequest()
 	req.SetVersion(v)
@@ -157,6 +161,22 @@ func EncodeUpdateMetadata(r *controller.UpdateMetadata, v int16) *kmsg.UpdateMet
 				ts.PartitionStates = append(ts.PartitionStates, part(&r.Partitions[i]))
 			}
 			req.TopicStates = append(req.TopicStates, ts)
+		}
+		if r.Full && v >= 8 {
+			wireclient.SetUpdateMetadataType(req, wireclient.UpdateMetadataFull)
+			named := make(map[rl.TopicID]bool, len(req.TopicStates))
+			for i := range req.TopicStates {
+				named[rl.TopicID(req.TopicStates[i].TopicID)] = true
+			}
+			for _, t := range r.Topics {
+				if named[t.ID] {
+					continue
+				}
+				ts := kmsg.NewUpdateMetadataRequestTopicState()
+				ts.Topic, ts.TopicID = t.Name, t.ID
+				ts.PartitionStates = []kmsg.UpdateMetadataRequestTopicPartition{}
+				req.TopicStates = append(req.TopicStates, ts)
+			}
 		}
 	}
 	for _, b := range r.LiveBrokers {

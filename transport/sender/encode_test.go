@@ -128,3 +128,50 @@ func TestEveryVersionReachesTheAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestFullUpdateMetadataReachesTheAgent: from v8 a full UpdateMetadata
+// (a catch-up) is of type full and names every topic, those without a
+// partition in the request too; the agent then keeps only those and
+// forgets the rest, including a topic whose only states are deletions.
+// Before v8 the type cannot travel and the agent drops nothing.
+func TestFullUpdateMetadataReachesTheAgent(t *testing.T) {
+	ctx := context.Background()
+	stay, gone, deleting := rl.TopicID{0x51}, rl.TopicID{0x52}, rl.TopicID{0x53}
+	for v := int16(5); v <= (&kmsg.UpdateMetadataRequest{}).MaxVersion(); v++ {
+		a := startAgent(t, broker.Config{BrokerID: 1})
+		live := []controller.LiveBroker{{ID: 1, Endpoints: endpoint(a.Addr())}}
+		handle := func(u *controller.UpdateMetadata) {
+			t.Helper()
+			req := wire(t, sender.EncodeUpdateMetadata(u, v)).(*kmsg.UpdateMetadataRequest)
+			if got, want := wireclient.UpdateMetadataType(req), map[bool]int8{true: wireclient.UpdateMetadataFull}[u.Full && v >= 8]; got != want {
+				t.Fatalf("v%d: type %d on the wire, want %d", v, got, want)
+			}
+			resp, err := a.Handle(ctx, &kafkawire.Conn{ClientID: wireclient.ControlClientID(1, 1), Version: v}, req)
+			if err != nil || resp.(*kmsg.UpdateMetadataResponse).ErrorCode != 0 {
+				t.Fatalf("v%d: %v %+v", v, err, resp)
+			}
+		}
+		handle(&controller.UpdateMetadata{Header: hdr(1, 1), LiveBrokers: live, Partitions: []controller.PartitionState{
+			ps("stay", stay, 0, 1, 1, 1), ps("stay", stay, 1, 1, 1, 1), ps("gone", gone, 0, 1, 1, 1),
+			ps("deleting", deleting, 0, 1, 1, 1), ps("deleting", deleting, 1, 1, 1, 1)}})
+		if n := a.NumPartitions(); n != 5 {
+			t.Fatalf("v%d: %d partitions cached", v, n)
+		}
+		del := ps("deleting", deleting, 0, controller.LeaderDuringDelete, 1, 1)
+		handle(&controller.UpdateMetadata{Header: hdr(1, 2), LiveBrokers: live, Partitions: []controller.PartitionState{del},
+			Full: true, Topics: []controller.TopicName{{Name: "stay", ID: stay}}})
+		var got []string
+		for _, p := range a.Partitions() {
+			got = append(got, p.Topic)
+		}
+		want := []string{"gone", "deleting", "stay", "stay"}
+		if v >= 8 {
+			want = []string{"stay", "stay"}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("v%d: after a full UpdateMetadata the agent caches %v, want %v", v, got, want)
+		}
+	}
+}

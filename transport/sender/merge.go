@@ -106,11 +106,18 @@ func supersedes(a, b stamped) bool {
 //     partition (see supersedes); a replica created in any of the sets
 //     stays marked new;
 //   - UpdateMetadata takes the newest live broker list;
+//   - a full UpdateMetadata (a catch-up, which has the broker forget the
+//     topics it does not name) keeps the merged request full: it names
+//     the topics of the last full one and of every partition state queued
+//     after it, less those announced after it with leader
+//     LeaderDuringDelete, so a topic deleted after the catch-up is still
+//     forgotten and one created after it is kept;
 //   - a StopReplica followed by a newer LeaderAndIsr for the same
 //     partition is dropped (the replica was brought back), while a
 //     LeaderAndIsr followed by a StopReplica keeps both, which the
 //     delivery order already gets right; repeated stops keep the newest
-//     leader epoch and delete if any of them deletes.
+//     leader epoch (EpochDuringDelete, the stop of a topic being deleted,
+//     wins over any other) and delete if any of them deletes.
 //
 // The inputs are not modified: UpdateMetadata partition lists are shared
 // between brokers.
@@ -132,11 +139,32 @@ func merge(sets []controller.Requests) controller.Requests {
 		haveUM   bool
 		haveStop bool
 		offset   uint64
+		// full is set once a full UpdateMetadata was seen; roster is then
+		// the topics the merged one names.
+		full   bool
+		roster map[controller.TopicName]bool
 	)
+	name := func(ps *controller.PartitionState) {
+		if !full {
+			return
+		}
+		if k := (controller.TopicName{Name: ps.Topic, ID: ps.TopicID}); ps.Leader == controller.LeaderDuringDelete {
+			delete(roster, k)
+		} else {
+			roster[k] = true
+		}
+	}
 	for i := range sets {
 		s := &sets[i]
 		if h := setHeader(s); h.MetadataOffset > offset {
 			offset = h.MetadataOffset
+		}
+		if r := s.UpdateMetadata; r != nil && r.Full {
+			full = true
+			roster = make(map[controller.TopicName]bool, len(r.Topics))
+			for _, t := range r.Topics {
+				roster[t] = true
+			}
 		}
 		if r := s.LeaderAndIsr; r != nil {
 			if lai == nil {
@@ -146,6 +174,7 @@ func merge(sets []controller.Requests) controller.Requests {
 			haveLAI = true
 			laiHdr = newerHeader(laiHdr, r.Header)
 			for _, ps := range r.Partitions {
+				name(ps)
 				k := partKey{ps.TopicID, ps.Topic, ps.Partition}
 				n := stamped{*ps, r.ControllerEpoch}
 				if old, ok := lai[k]; ok {
@@ -170,6 +199,9 @@ func merge(sets []controller.Requests) controller.Requests {
 			umHdr = newerHeader(umHdr, r.Header)
 			live = r.LiveBrokers
 			for _, ps := range r.Partitions {
+				if !r.Full {
+					name(&ps)
+				}
 				k := partKey{ps.TopicID, ps.Topic, ps.Partition}
 				n := stamped{ps, r.ControllerEpoch}
 				if old, ok := um[k]; ok && !supersedes(old, n) {
@@ -188,7 +220,11 @@ func merge(sets []controller.Requests) controller.Requests {
 				k := partKey{sp.TopicID, sp.Topic, sp.Partition}
 				if old, ok := stop[k]; ok {
 					sp.Delete = sp.Delete || old.Delete
-					sp.LeaderEpoch = max(sp.LeaderEpoch, old.LeaderEpoch)
+					if sp.LeaderEpoch == controller.EpochDuringDelete || old.LeaderEpoch == controller.EpochDuringDelete {
+						sp.LeaderEpoch = controller.EpochDuringDelete
+					} else {
+						sp.LeaderEpoch = max(sp.LeaderEpoch, old.LeaderEpoch)
+					}
 				}
 				stop[k] = sp
 			}
@@ -218,6 +254,17 @@ func merge(sets []controller.Requests) controller.Requests {
 		req := &controller.UpdateMetadata{Header: umHdr, LiveBrokers: live}
 		for _, k := range sortedKeys(um) {
 			req.Partitions = append(req.Partitions, um[k].ps)
+		}
+		if full {
+			req.Full = true
+			req.Topics = make([]controller.TopicName, 0, len(roster))
+			for t := range roster {
+				req.Topics = append(req.Topics, t)
+			}
+			sort.Slice(req.Topics, func(i, j int) bool {
+				a, b := req.Topics[i], req.Topics[j]
+				return lessKey(partKey{id: a.ID, name: a.Name}, partKey{id: b.ID, name: b.Name})
+			})
 		}
 		out.UpdateMetadata = req
 	}

@@ -127,3 +127,88 @@ func TestSetHeader(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 }
+
+// TestMergeKeepsADeletion: a queue coalesced while a topic's deletion
+// started keeps the deletion: the partitions go out with leader
+// LeaderDuringDelete, not an older state, and the stops with leader
+// epoch EpochDuringDelete, even merged with an earlier stop of the same
+// replica at a real epoch.
+func TestMergeKeepsADeletion(t *testing.T) {
+	del := func(p, le, pe int32) controller.PartitionState {
+		s := st(p, le, pe, false)
+		s.Leader = controller.LeaderDuringDelete
+		return s
+	}
+	sets := []controller.Requests{
+		{Broker: 1,
+			LeaderAndIsr:   &controller.LeaderAndIsr{Header: h(2, 10), Partitions: ptrs(st(0, 4, 4, false), st(1, 3, 3, false))},
+			UpdateMetadata: &controller.UpdateMetadata{Header: h(2, 10), Partitions: []controller.PartitionState{st(0, 4, 4, false), st(1, 3, 3, false)}},
+			// The replica of p1 went offline (a fence): a stop at its epoch.
+			StopReplica: &controller.StopReplica{Header: h(2, 10), Partitions: []controller.StopPartition{stop(1, 3, false)}},
+		},
+		{Broker: 1,
+			// The deletion: leader -2 at the same epochs for p1, newer for p0.
+			UpdateMetadata: &controller.UpdateMetadata{Header: h(2, 11), Partitions: []controller.PartitionState{del(0, 5, 5), del(1, 3, 3)}},
+			StopReplica: &controller.StopReplica{Header: h(2, 11), Partitions: []controller.StopPartition{
+				stop(0, controller.EpochDuringDelete, true), stop(1, controller.EpochDuringDelete, true)}},
+		},
+		{Broker: 1,
+			// A stop at a real epoch queued after the deletion's.
+			StopReplica: &controller.StopReplica{Header: h(2, 12), Partitions: []controller.StopPartition{stop(0, 5, false)}},
+		},
+	}
+	m := merge(sets)
+	if um := m.UpdateMetadata; um == nil || len(um.Partitions) != 2 {
+		t.Fatalf("UpdateMetadata %+v", um)
+	}
+	for _, p := range m.UpdateMetadata.Partitions {
+		if p.Leader != controller.LeaderDuringDelete {
+			t.Fatalf("t-%d: the deletion lost to an older state: %+v", p.Partition, p)
+		}
+	}
+	if sr := m.StopReplica; sr == nil || len(sr.Partitions) != 2 {
+		t.Fatalf("StopReplica %+v", sr)
+	}
+	for _, p := range m.StopReplica.Partitions {
+		if !p.Delete || p.LeaderEpoch != controller.EpochDuringDelete {
+			t.Fatalf("t-%d: stop %+v, want delete with leader epoch %d", p.Partition, p, controller.EpochDuringDelete)
+		}
+	}
+}
+
+// TestMergeKeepsACatchUpFull: a full UpdateMetadata (a catch-up) merged
+// with what came before and after stays full, and names the topics of the
+// catch-up and those created since, but not those deleted since.
+func TestMergeKeepsACatchUpFull(t *testing.T) {
+	named := func(name string, id byte) controller.TopicName {
+		return controller.TopicName{Name: name, ID: rl.TopicID{id}}
+	}
+	state := func(name string, id byte, leader int32) controller.PartitionState {
+		return controller.PartitionState{Topic: name, TopicID: rl.TopicID{id}, Leader: leader, LeaderEpoch: 1, PartitionEpoch: 1}
+	}
+	sets := []controller.Requests{
+		// Before the catch-up: a topic since removed.
+		{Broker: 1, UpdateMetadata: &controller.UpdateMetadata{Header: h(2, 10), Partitions: []controller.PartitionState{state("gone", 9, 1)}}},
+		{Broker: 1,
+			LeaderAndIsr: &controller.LeaderAndIsr{Header: h(2, 11), Partitions: ptrs(state("t", 1, 1))},
+			UpdateMetadata: &controller.UpdateMetadata{Header: h(2, 11), Partitions: []controller.PartitionState{state("t", 1, 1)},
+				Full: true, Topics: []controller.TopicName{named("t", 1), named("d", 4), named("quiet", 2)}},
+		},
+		// After it: a topic created, another one's deletion started.
+		{Broker: 1, UpdateMetadata: &controller.UpdateMetadata{Header: h(2, 12), Partitions: []controller.PartitionState{state("new", 3, 1)}}},
+		{Broker: 1, UpdateMetadata: &controller.UpdateMetadata{Header: h(2, 13), Partitions: []controller.PartitionState{state("d", 4, controller.LeaderDuringDelete)}}},
+	}
+	m := merge(sets)
+	um := m.UpdateMetadata
+	if um == nil || !um.Full || um.MetadataOffset != 13 {
+		t.Fatalf("UpdateMetadata %+v", um)
+	}
+	want := []controller.TopicName{named("t", 1), named("quiet", 2), named("new", 3)}
+	if !slices.Equal(um.Topics, want) {
+		t.Fatalf("full UpdateMetadata names %v, want %v", um.Topics, want)
+	}
+	// Without a full one among them, the merge is not full.
+	if m := merge([]controller.Requests{sets[0], sets[2]}); m.UpdateMetadata.Full || m.UpdateMetadata.Topics != nil {
+		t.Fatalf("merged incremental requests became full: %+v", m.UpdateMetadata)
+	}
+}
