@@ -1,0 +1,215 @@
+package lossyfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
+)
+
+// Options tune a mount. The zero value is what tests want.
+type Options struct {
+	// Debug logs every FUSE request and answer (go-fuse's debug output,
+	// to the standard logger).
+	Debug bool
+}
+
+// FS is a lossy file system over a backing directory, mounted at a mount
+// point, or unmounted between a cut and the next Mount. Its methods are
+// safe to call from any goroutine, Cut while other processes or
+// goroutines use the mount.
+type FS struct {
+	backing, dir string
+	opts         Options
+
+	mu  sync.Mutex
+	srv *fuse.Server // nil while unmounted
+	fs  *server
+	cut *CutReport // the cut of the current mount, if any
+}
+
+// Available reports what this host lacks to mount a lossy file system:
+// nil, or an error naming it (/dev/fuse, fusermount3, root or a setuid
+// fusermount3).
+func Available() error {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("cannot open /dev/fuse: %w", err)
+	}
+	_ = f.Close()
+	bin, err := exec.LookPath("fusermount3")
+	if err != nil {
+		return fmt.Errorf("fusermount3 (package fuse3) is not on PATH: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	if info, err := os.Stat(bin); err != nil || info.Mode()&fs.ModeSetuid == 0 {
+		return fmt.Errorf("not root, and %s is not setuid", bin)
+	}
+	return nil
+}
+
+// Mount serves what backing holds at mount point dir (both existing
+// directories). Nothing else may touch backing until Unmount.
+func Mount(backing, dir string, opts Options) (*FS, error) {
+	f := &FS{backing: backing, dir: dir, opts: opts}
+	if err := f.Mount(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Mount mounts f again after Unmount: the machine coming back, with what
+// the backing directory holds.
+func (f *FS) Mount() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.srv != nil {
+		return fmt.Errorf("lossyfs: %s is mounted already", f.dir)
+	}
+	m, err := load(f.backing)
+	if err != nil {
+		return err
+	}
+	s := newServer(m)
+	srv, err := fuse.NewServer(s, f.dir, &fuse.MountOptions{
+		FsName:             "lossyfs",
+		Name:               "lossyfs",
+		DirectMount:        true, // as root: no fusermount3 process per mount
+		DisableXAttrs:      true, // or the kernel asks for security.capability before every write
+		DisableReadDirPlus: true,
+		Debug:              f.opts.Debug,
+	})
+	if err != nil {
+		return fmt.Errorf("lossyfs: mount %s: %w", f.dir, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		_ = srv.Unmount()
+		return fmt.Errorf("lossyfs: mount %s: %w", f.dir, err)
+	}
+	f.srv, f.fs, f.cut = srv, s, nil
+	return nil
+}
+
+// Dir is the mount point.
+func (f *FS) Dir() string { return f.dir }
+
+// Backing is the backing directory.
+func (f *FS) Backing() string { return f.backing }
+
+// Cut cuts the power: the changes not yet synced are lost as mode says
+// (KeepPrefix draws from rng which to keep), the backing directory is
+// written with what survived, and from now on every operation on the
+// mount fails with EIO. Operations in progress finish first; a second
+// Cut of the same mount returns the first one's report.
+func (f *FS) Cut(mode Mode, rng *rand.Rand) (CutReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.srv == nil {
+		return CutReport{}, errors.New("lossyfs: cut of an unmounted file system")
+	}
+	if f.cut != nil {
+		return *f.cut, nil
+	}
+	s := f.fs
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.m.cut(mode, rng)
+	f.cut = &r
+	if err := s.m.store(f.backing); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// Unmount unmounts f. Without a cut it is a clean shutdown: every change
+// reaches the backing directory. It fails while files on the mount are
+// open (kill the processes using it first) and may then be called again.
+func (f *FS) Unmount() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.srv == nil {
+		return nil
+	}
+	if f.cut == nil {
+		s := f.fs
+		s.mu.Lock()
+		s.m.flush()
+		r := CutReport{Mode: DropUnsynced, Syncs: s.m.syncs, Changes: s.m.changes}
+		s.m.dead = true
+		err := s.m.store(f.backing)
+		s.mu.Unlock()
+		f.cut = &r
+		if err != nil {
+			return err
+		}
+	}
+	if err := f.srv.Unmount(); err != nil {
+		return fmt.Errorf("lossyfs: unmount %s: %w", f.dir, err)
+	}
+	f.srv, f.fs = nil, nil
+	return nil
+}
+
+// Mounted reports whether f is mounted.
+func (f *FS) Mounted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.srv != nil
+}
+
+// forceUnmount detaches the mount even while files on it are open (their
+// users get errors); the kernel lets go of it when they close them.
+func (f *FS) forceUnmount() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.srv == nil {
+		return nil
+	}
+	if err := syscall.Unmount(f.dir, syscall.MNT_DETACH); err != nil {
+		if out, err2 := exec.Command("fusermount3", "-u", "-z", f.dir).CombinedOutput(); err2 != nil {
+			return fmt.Errorf("lossyfs: unmount %s: %v; fusermount3: %v: %s", f.dir, err, err2, out)
+		}
+	}
+	f.srv, f.fs = nil, nil
+	return nil
+}
+
+// MountForTest mounts a lossy file system on a new backing directory,
+// both under t.TempDir(), and unmounts it when the test ends, failed or
+// not. A host that cannot mount FUSE skips the test, or with CI=true fails
+// it, naming what is missing.
+func MountForTest(t testing.TB) *FS {
+	t.Helper()
+	testkit.Need(t, "FUSE (/dev/fuse, fusermount3, root)", Available())
+	backing, dir := t.TempDir(), t.TempDir()
+	f, err := Mount(backing, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the t.TempDir calls, so it runs before they are
+	// removed.
+	t.Cleanup(func() {
+		err := f.Unmount()
+		if err == nil {
+			return
+		}
+		if ferr := f.forceUnmount(); ferr != nil {
+			t.Errorf("%v; %v", err, ferr)
+			return
+		}
+		t.Errorf("%v (detached it instead: something kept a file on it open)", err)
+	})
+	return f
+}
