@@ -8,7 +8,8 @@ import (
 	"crypto/sha512"
 	"errors"
 	"fmt"
-	"hash"
+
+	"github.com/xdg-go/scram"
 )
 
 // Mechanism names, as Kafka spells them in SaslHandshake requests.
@@ -59,12 +60,13 @@ func IsScram(mechanism string) bool { return HashSize(mechanism) != 0 }
 // SaslHandshake response lists them.
 func Mechanisms() []string { return []string{ScramSHA512, ScramSHA256, Plain} }
 
-func hashFunc(mechanism string) func() hash.Hash {
+// hashGen returns xdg-go's hash for a SCRAM mechanism, nil for any other.
+func hashGen(mechanism string) scram.HashGeneratorFcn {
 	switch mechanism {
 	case ScramSHA256:
-		return sha256.New
+		return scram.SHA256
 	case ScramSHA512:
-		return sha512.New
+		return scram.SHA512
 	}
 	return nil
 }
@@ -95,16 +97,40 @@ func NewCredential(mechanism, password string, salt []byte, iterations int) (Cre
 	} else if len(salt) == 0 {
 		return Credential{}, errors.New("sasl: empty salt")
 	}
-	salted, err := saltedPassword(mechanism, password, salt, iterations)
+	sc, err := storedCredentials(mechanism, password, salt, iterations)
 	if err != nil {
 		return Credential{}, err
 	}
-	return CredentialFromSaltedPassword(mechanism, salt, salted, iterations)
+	return Credential{
+		Mechanism:  mechanism,
+		Salt:       append([]byte(nil), salt...),
+		StoredKey:  sc.StoredKey,
+		ServerKey:  sc.ServerKey,
+		Iterations: iterations,
+	}, nil
+}
+
+// storedCredentials derives a verifier from a password with xdg-go's
+// client (GetStoredCredentials: the keys its server checks a proof
+// against). The password is used as given, without SASLprep, as Kafka
+// uses it.
+func storedCredentials(mechanism, password string, salt []byte, iterations int) (scram.StoredCredentials, error) {
+	c, err := hashGen(mechanism).NewClientUnprepped("", password, "")
+	if err != nil {
+		return scram.StoredCredentials{}, err
+	}
+	sc, err := c.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: iterations})
+	if err != nil {
+		return scram.StoredCredentials{}, fmt.Errorf("sasl: pbkdf2: %w", err)
+	}
+	return sc, nil
 }
 
 // CredentialFromSaltedPassword derives StoredKey and ServerKey from a
 // salted password, PBKDF2(password, salt, iterations) with the mechanism's
 // hash, which is what Kafka's AlterUserScramCredentials request carries.
+// (xdg-go derives a verifier from the password only, so these two HMACs
+// and a hash are done here; a test checks they agree with xdg-go's.)
 // The salt is copied. It fails for an unknown mechanism, an iteration
 // count out of range, an empty salt or a salted password whose length is
 // not the mechanism's hash size.
@@ -118,12 +144,19 @@ func CredentialFromSaltedPassword(mechanism string, salt, saltedPassword []byte,
 	if n := HashSize(mechanism); len(saltedPassword) != n {
 		return Credential{}, fmt.Errorf("sasl: %s salted password is %d bytes, want %d", mechanism, len(saltedPassword), n)
 	}
-	h := hashFunc(mechanism)
+	h := hashGen(mechanism)
+	hmacSum := func(msg string) []byte {
+		m := hmac.New(h, saltedPassword)
+		m.Write([]byte(msg))
+		return m.Sum(nil)
+	}
+	d := h()
+	d.Write(hmacSum("Client Key"))
 	return Credential{
 		Mechanism:  mechanism,
 		Salt:       append([]byte(nil), salt...),
-		StoredKey:  storedKey(h, clientKey(h, saltedPassword)),
-		ServerKey:  hmacSum(h, saltedPassword, []byte("Server Key")),
+		StoredKey:  d.Sum(nil),
+		ServerKey:  hmacSum("Server Key"),
 		Iterations: iterations,
 	}, nil
 }
@@ -138,11 +171,7 @@ func SaltedPassword(mechanism, password string, salt []byte, iterations int) ([]
 	if len(salt) == 0 {
 		return nil, errors.New("sasl: empty salt")
 	}
-	return saltedPassword(mechanism, password, salt, iterations)
-}
-
-func saltedPassword(mechanism, password string, salt []byte, iterations int) ([]byte, error) {
-	out, err := pbkdf2.Key(hashFunc(mechanism), password, salt, iterations, HashSize(mechanism))
+	out, err := pbkdf2.Key(hashGen(mechanism), password, salt, iterations, HashSize(mechanism))
 	if err != nil {
 		return nil, fmt.Errorf("sasl: pbkdf2: %w", err)
 	}
@@ -156,20 +185,4 @@ func (c *Credential) valid() bool {
 	n := HashSize(c.Mechanism)
 	return n != 0 && len(c.StoredKey) == n && len(c.ServerKey) == n && len(c.Salt) > 0 &&
 		c.Iterations >= MinIterations && c.Iterations <= MaxIterations
-}
-
-func hmacSum(h func() hash.Hash, key, msg []byte) []byte {
-	m := hmac.New(h, key)
-	m.Write(msg)
-	return m.Sum(nil)
-}
-
-func clientKey(h func() hash.Hash, saltedPassword []byte) []byte {
-	return hmacSum(h, saltedPassword, []byte("Client Key"))
-}
-
-func storedKey(h func() hash.Hash, clientKey []byte) []byte {
-	d := h()
-	d.Write(clientKey)
-	return d.Sum(nil)
 }

@@ -4,6 +4,22 @@
 // hands the auth bytes of each SaslAuthenticate request to a Session and
 // returns the Session's reply in the response.
 //
+// # Who does what
+//
+// github.com/xdg-go/scram (the SCRAM of the MongoDB Go driver) runs the
+// SCRAM exchange: it parses the client's messages, draws the server
+// nonce, checks the channel-binding header, the nonce and the proof, signs
+// the server-final message, and derives verifiers from passwords
+// (NewCredential, and PLAIN's check). This package adapts it: it looks the
+// user's verifier up (Lookup), makes one up for an unknown user, enforces
+// the parts of RFC 5802's grammar its parser lets through (non-empty UTF-8
+// names without NUL, printable nonces, name=value extensions), applies
+// Kafka's rules (no channel binding, an authorization id only if it is the
+// user name, extensions such as tokenauth ignored) and maps its errors onto
+// the ones below, which the listener sends as SASL_AUTHENTICATION_FAILED.
+// CredentialFromSaltedPassword derives the keys from a salted password
+// itself, as xdg-go starts from the password only.
+//
 // # Passwords are never stored
 //
 // The credential store holds salted SCRAM verifiers only (Credential), the

@@ -88,24 +88,38 @@ func testHMAC(h func() hash.Hash, key []byte, msg string) []byte {
 // independently of the server code, for hand-built exchanges.
 func clientFinal(t testing.TB, mech, pass, gs2, clientFirstBare, serverFirst string) string {
 	t.Helper()
-	var nonce, salt string
-	iters := 0
+	nonce, _, _ := parseServerFirst(t, serverFirst)
+	without := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + nonce
+	proof, _ := proofAndSignature(t, mech, pass, serverFirst, clientFirstBare+","+serverFirst+","+without)
+	return without + ",p=" + base64.StdEncoding.EncodeToString(proof)
+}
+
+func parseServerFirst(t testing.TB, serverFirst string) (nonce string, salt []byte, iters int) {
+	t.Helper()
 	for _, a := range strings.Split(serverFirst, ",") {
 		switch {
 		case strings.HasPrefix(a, "r="):
 			nonce = a[2:]
 		case strings.HasPrefix(a, "s="):
-			salt = a[2:]
+			var err error
+			if salt, err = base64.StdEncoding.DecodeString(a[2:]); err != nil {
+				t.Fatal(err)
+			}
 		case strings.HasPrefix(a, "i="):
 			iters, _ = strconv.Atoi(a[2:])
 		}
 	}
-	saltBytes, err := base64.StdEncoding.DecodeString(salt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return nonce, salt, iters
+}
+
+// proofAndSignature computes, independently of the server code, the
+// ClientProof a client holding pass sends for authMessage and the
+// ServerSignature the server answers with.
+func proofAndSignature(t testing.TB, mech, pass, serverFirst, authMessage string) (proof, serverSig []byte) {
+	t.Helper()
+	_, salt, iters := parseServerFirst(t, serverFirst)
 	h := testHash(mech)
-	salted, err := pbkdf2.Key(h, pass, saltBytes, iters, h().Size())
+	salted, err := pbkdf2.Key(h, pass, salt, iters, h().Size())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +127,9 @@ func clientFinal(t testing.TB, mech, pass, gs2, clientFirstBare, serverFirst str
 	d := h()
 	d.Write(ck)
 	sk := d.Sum(nil)
-	without := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + nonce
-	sig := testHMAC(h, sk, clientFirstBare+","+serverFirst+","+without)
-	for i := range sig {
-		sig[i] ^= ck[i]
+	proof = testHMAC(h, sk, authMessage)
+	for i := range proof {
+		proof[i] ^= ck[i]
 	}
-	return without + ",p=" + base64.StdEncoding.EncodeToString(sig)
+	return proof, testHMAC(h, testHMAC(h, salted, "Server Key"), authMessage)
 }

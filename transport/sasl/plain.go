@@ -74,10 +74,6 @@ func verifyPassword(creds []Credential, user, password string) bool {
 // matches recomputes StoredKey from password with c's parameters and
 // compares it with c.StoredKey in constant time.
 func matches(c *Credential, password string) bool {
-	salted, err := saltedPassword(c.Mechanism, password, c.Salt, c.Iterations)
-	if err != nil {
-		return false
-	}
-	h := hashFunc(c.Mechanism)
-	return subtle.ConstantTimeCompare(storedKey(h, clientKey(h, salted)), c.StoredKey) == 1
+	sc, err := storedCredentials(c.Mechanism, password, c.Salt, c.Iterations)
+	return err == nil && subtle.ConstantTimeCompare(sc.StoredKey, c.StoredKey) == 1
 }

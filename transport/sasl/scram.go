@@ -1,18 +1,11 @@
 package sasl
 
 import (
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/base64"
-	"hash"
-	"strconv"
 	"strings"
 	"unicode/utf8"
-)
 
-// serverNonceSize is the number of random bytes appended (base64 encoded)
-// to the client's nonce.
-const serverNonceSize = 24
+	"github.com/xdg-go/scram"
+)
 
 type scramState int
 
@@ -25,27 +18,32 @@ const (
 
 // scramSession is the server side of a SCRAM-SHA-256 or SCRAM-SHA-512
 // exchange: client-first → server-first, client-final → server-final.
+//
+// github.com/xdg-go/scram runs the exchange: it parses both client
+// messages, draws the server nonce, checks the channel-binding header, the
+// nonce and the proof, and computes the server signature. The session
+// gives it the user's verifier (or a made-up one for an unknown user),
+// enforces the rules of RFC 5802's grammar that its parser lets through,
+// refuses what Kafka refuses, and maps its errors onto this package's.
 type scramSession struct {
 	mechanism string
-	hash      func() hash.Hash
 	lookup    Lookup
 	state     scramState
+	conv      *scram.ServerConversation
 
 	// nonceSuffix, when set, replaces the random server nonce suffix
 	// (test vectors need a known one).
 	nonceSuffix func() string
+	// fakeCredential makes up the verifier shown for an unknown user
+	// (tests replace it to make one whose password they know).
+	fakeCredential func(mechanism, user string) Credential
 
-	user            string
-	cred            Credential
-	fake            bool   // cred was made up for an unknown user
-	gs2Header       string // e.g. "n,,"
-	clientFirstBare string
-	serverFirst     string
-	nonce           string // client nonce + server suffix
+	user string // set once the first message is accepted
+	fake bool   // the verifier was made up for an unknown user
 }
 
 func newScramSession(mechanism string, lookup Lookup) *scramSession {
-	return &scramSession{mechanism: mechanism, hash: hashFunc(mechanism), lookup: lookup}
+	return &scramSession{mechanism: mechanism, lookup: lookup, fakeCredential: fakeCredential}
 }
 
 func (s *scramSession) User() string {
@@ -57,23 +55,19 @@ func (s *scramSession) User() string {
 
 func (s *scramSession) Step(msg []byte) ([]byte, bool, error) {
 	var (
-		out  []byte
+		out  string
 		done bool
 		err  error
 	)
-	switch s.state {
-	case scramWantFirst, scramWantFinal:
-	default:
+	switch {
+	case s.state != scramWantFirst && s.state != scramWantFinal:
 		return nil, false, ErrExchangeFinished
-	}
-	if len(msg) > MaxMessageSize {
-		s.state = scramFailed
-		return nil, false, malformed("message of %d bytes exceeds %d", len(msg), MaxMessageSize)
-	}
-	if s.state == scramWantFirst {
+	case len(msg) > MaxMessageSize:
+		err = malformed("message of %d bytes exceeds %d", len(msg), MaxMessageSize)
+	case s.state == scramWantFirst:
 		out, err = s.first(string(msg))
 		s.state = scramWantFinal
-	} else {
+	default:
 		out, err = s.final(string(msg))
 		s.state, done = scramDone, true
 	}
@@ -81,177 +75,134 @@ func (s *scramSession) Step(msg []byte) ([]byte, bool, error) {
 		s.state = scramFailed
 		return nil, false, err
 	}
-	return out, done, nil
+	return []byte(out), done, nil
 }
 
-// first handles
-//
-//	client-first-message = gs2-header client-first-message-bare
-//	gs2-header           = gs2-cbind-flag "," [ "a=" saslname ] ","
-//	client-first-message-bare = "n=" saslname "," "r=" c-nonce ["," extensions]
-func (s *scramSession) first(msg string) ([]byte, error) {
-	if msg == "" {
-		return nil, malformed("empty client-first message")
+func (s *scramSession) first(msg string) (string, error) {
+	// Kafka offers no SCRAM-PLUS mechanism, so a client that requires
+	// channel binding is refused whatever binding it names.
+	if strings.HasPrefix(msg, "p=") {
+		return "", ErrChannelBinding
 	}
-	switch {
-	case strings.HasPrefix(msg, "n,"), strings.HasPrefix(msg, "y,"):
-	case strings.HasPrefix(msg, "p="):
-		return nil, ErrChannelBinding
-	default:
-		return nil, malformed("client-first message must start with gs2 flag \"n,\" or \"y,\"")
-	}
-	i := strings.IndexByte(msg[2:], ',')
-	if i < 0 {
-		return nil, malformed("incomplete gs2 header")
-	}
-	var authzid string
-	if field := msg[2 : 2+i]; field != "" {
-		if !strings.HasPrefix(field, "a=") {
-			return nil, malformed("unexpected gs2 header attribute %.16q", field)
-		}
-		var err error
-		if authzid, err = unescapeSaslname(field[2:]); err != nil {
-			return nil, malformed("authorization id: %v", err)
-		}
-	}
-	s.gs2Header = msg[:2+i+1]
-	s.clientFirstBare = msg[len(s.gs2Header):]
-
-	attrs := strings.Split(s.clientFirstBare, ",")
-	if strings.HasPrefix(attrs[0], "m=") {
-		return nil, malformed("mandatory extensions are not supported")
-	}
-	if !strings.HasPrefix(attrs[0], "n=") {
-		return nil, malformed("client-first message lacks the user name attribute")
-	}
-	user, err := unescapeSaslname(attrs[0][2:])
+	srv, err := hashGen(s.mechanism).NewServer(s.credential)
 	if err != nil {
-		return nil, malformed("user name: %v", err)
+		return "", err
 	}
-	if len(attrs) < 2 || !strings.HasPrefix(attrs[1], "r=") {
-		return nil, malformed("client-first message lacks the nonce attribute")
+	if s.nonceSuffix != nil {
+		srv.WithNonceGenerator(s.nonceSuffix)
 	}
-	clientNonce := attrs[1][2:]
-	if err := checkNonce(clientNonce); err != nil {
-		return nil, err
+	s.conv = srv.NewConversation()
+	out, err := s.conv.Step(msg)
+	if err != nil {
+		return "", refused("client-first", err)
 	}
-	if err := checkExtensions(attrs[2:]); err != nil {
-		return nil, err
+	if err := checkClientFirst(msg, s.conv.Username(), s.conv.AuthzID()); err != nil {
+		return "", err
 	}
-	if authzid != "" && authzid != user {
-		return nil, ErrAuthorizationID
-	}
+	s.user = s.conv.Username()
+	return out, nil
+}
 
-	s.user = user
-	s.fake = true
-	for _, c := range s.lookup(user) {
-		if c.Mechanism == s.mechanism && c.valid() {
-			s.cred, s.fake = c, false
+// credential is xdg-go's credential lookup: the user's first usable
+// verifier for this mechanism. It never fails: an unknown user gets a
+// verifier no password matches, so that the first message is answered
+// alike for every user name (xdg-go would answer e=unknown-user).
+func (s *scramSession) credential(user string) (scram.StoredCredentials, error) {
+	c, found := Credential{}, false
+	for _, x := range s.lookup(user) {
+		if x.Mechanism == s.mechanism && x.valid() {
+			c, found = x, true
 			break
 		}
 	}
-	if s.fake {
-		s.cred = fakeCredential(s.mechanism, user)
+	if !found {
+		c, s.fake = s.fakeCredential(s.mechanism, user), true
 	}
-
-	var suffix string
-	if s.nonceSuffix != nil {
-		suffix = s.nonceSuffix()
-	} else {
-		b := make([]byte, serverNonceSize)
-		rand.Read(b)
-		suffix = base64.RawStdEncoding.EncodeToString(b)
-	}
-	s.nonce = clientNonce + suffix
-	s.serverFirst = "r=" + s.nonce +
-		",s=" + base64.StdEncoding.EncodeToString(s.cred.Salt) +
-		",i=" + strconv.Itoa(s.cred.Iterations)
-	return []byte(s.serverFirst), nil
+	return scram.StoredCredentials{
+		KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations},
+		StoredKey:  c.StoredKey,
+		ServerKey:  c.ServerKey,
+	}, nil
 }
 
-// final handles
-//
-//	client-final-message = "c=" base64(gs2-header) "," "r=" nonce ["," extensions] "," "p=" base64(proof)
-//
-// and answers "v=" base64(ServerSignature) when the proof is right.
-func (s *scramSession) final(msg string) ([]byte, error) {
-	i := strings.LastIndex(msg, ",p=")
-	if i < 0 {
-		return nil, malformed("client-final message lacks the proof attribute")
+func (s *scramSession) final(msg string) (string, error) {
+	// xdg-go takes whatever lies between the nonce and the proof as
+	// extensions without looking at it.
+	if attrs := strings.Split(msg, ","); len(attrs) >= 3 {
+		if err := checkExtensions(attrs[2 : len(attrs)-1]); err != nil {
+			return "", err
+		}
 	}
-	withoutProof, proofB64 := msg[:i], msg[i+3:]
-	if strings.IndexByte(proofB64, ',') >= 0 {
-		return nil, malformed("proof must be the last attribute of the client-final message")
+	out, err := s.conv.Step(msg)
+	switch {
+	case out == scram.ErrInvalidProof:
+		return "", ErrInvalidCredentials
+	case err != nil:
+		return "", refused("client-final", err)
+	case s.fake || !s.conv.Valid():
+		// A proof that matches a made-up verifier still proves nothing.
+		return "", ErrInvalidCredentials
 	}
-	attrs := strings.Split(withoutProof, ",")
-	if !strings.HasPrefix(attrs[0], "c=") {
-		return nil, malformed("client-final message lacks the channel binding attribute")
-	}
-	cbind, err := base64.StdEncoding.DecodeString(attrs[0][2:])
-	if err != nil || string(cbind) != s.gs2Header {
-		return nil, malformed("channel binding attribute does not match the gs2 header")
-	}
-	if len(attrs) < 2 || !strings.HasPrefix(attrs[1], "r=") {
-		return nil, malformed("client-final message lacks the nonce attribute")
-	}
-	if attrs[1][2:] != s.nonce {
-		return nil, malformed("nonce does not match the server nonce")
-	}
-	if err := checkExtensions(attrs[2:]); err != nil {
-		return nil, err
-	}
-	proof, err := base64.StdEncoding.DecodeString(proofB64)
-	if err != nil {
-		return nil, malformed("proof is not valid base64")
-	}
-	if len(proof) != len(s.cred.StoredKey) {
-		return nil, malformed("proof is %d bytes, want %d", len(proof), len(s.cred.StoredKey))
-	}
-
-	authMessage := []byte(s.clientFirstBare + "," + s.serverFirst + "," + withoutProof)
-	// ClientKey = ClientProof XOR HMAC(StoredKey, AuthMessage); the client
-	// knows the password iff H(ClientKey) == StoredKey.
-	key := hmacSum(s.hash, s.cred.StoredKey, authMessage)
-	for j := range key {
-		key[j] ^= proof[j]
-	}
-	ok := subtle.ConstantTimeCompare(storedKey(s.hash, key), s.cred.StoredKey) == 1
-	if !ok || s.fake {
-		return nil, ErrInvalidCredentials
-	}
-	sig := hmacSum(s.hash, s.cred.ServerKey, authMessage)
-	return []byte("v=" + base64.StdEncoding.EncodeToString(sig)), nil
+	return out, nil
 }
 
-// unescapeSaslname decodes a saslname: UTF-8 without "," or NUL, where
-// "=2C" stands for "," and "=3D" for "=". It must not be empty.
-func unescapeSaslname(s string) (string, error) {
+// checkClientFirst enforces on a client-first message that xdg-go has
+// accepted (so it has a gs2 header, "n=" and "r=") what RFC 5802 requires
+// and xdg-go's parser lets through: a user name and an authorization id
+// that are non-empty UTF-8 without NUL, a nonce of printable ASCII, and
+// extensions of the form name=value (Kafka's tokenauth=true among them,
+// accepted and ignored). As in Kafka, an authorization id must be the
+// user name.
+func checkClientFirst(msg, user, authzid string) error {
+	attrs := strings.Split(msg, ",")
+	if len(attrs) < 4 {
+		return malformed("client-first message lacks the user name or the nonce attribute")
+	}
+	if attrs[1] != "" {
+		if err := checkName(authzid); err != nil {
+			return malformed("authorization id: %v", err)
+		}
+	}
+	if err := checkName(user); err != nil {
+		return malformed("user name: %v", err)
+	}
+	nonce, ok := strings.CutPrefix(attrs[3], "r=")
+	if !ok {
+		return malformed("client-first message lacks the nonce attribute")
+	}
+	if err := checkNonce(nonce); err != nil {
+		return err
+	}
+	if err := checkExtensions(attrs[4:]); err != nil {
+		return err
+	}
+	if authzid != "" && authzid != user {
+		return ErrAuthorizationID
+	}
+	return nil
+}
+
+// refused reports a message xdg-go refused. Its reason can quote the
+// client's message whole; it is cut short, as this package quotes at most
+// a few bytes of what a client sent.
+func refused(message string, err error) error {
+	const max = 96
+	reason := err.Error()
+	if len(reason) > max {
+		reason = reason[:max] + "…"
+	}
+	return malformed("%s message: %s", message, strings.ToValidUTF8(reason, "\uFFFD"))
+}
+
+// checkName requires a decoded saslname to be non-empty UTF-8 without NUL.
+func checkName(s string) error {
 	if s == "" {
-		return "", errEmptyName
+		return errEmptyName
 	}
 	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
-		return "", errBadName
+		return errBadName
 	}
-	if strings.IndexByte(s, '=') < 0 {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '=' {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch {
-		case strings.HasPrefix(s[i:], "=2C"):
-			b.WriteByte(',')
-		case strings.HasPrefix(s[i:], "=3D"):
-			b.WriteByte('=')
-		default:
-			return "", errBadEscape
-		}
-		i += 2
-	}
-	return b.String(), nil
+	return nil
 }
 
 type nameError string
@@ -261,7 +212,6 @@ func (e nameError) Error() string { return string(e) }
 const (
 	errEmptyName = nameError("empty name")
 	errBadName   = nameError("name is not valid UTF-8 or contains NUL")
-	errBadEscape = nameError("\"=\" must be followed by \"2C\" or \"3D\"")
 )
 
 // checkNonce requires a non-empty nonce of printable ASCII other than ",".

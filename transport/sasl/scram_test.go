@@ -190,18 +190,21 @@ func TestScramUnknownUserIndistinguishable(t *testing.T) {
 func TestScramFakeVerifierNeverMatches(t *testing.T) {
 	s, _ := NewSession(ScramSHA256, true, store{}.lookup)
 	ss := s.(*scramSession)
-	bare := "n=ghost,r=nonce"
-	if _, _, err := s.Step([]byte("n,," + bare)); err != nil {
-		t.Fatal(err)
-	}
-	// Swap in keys whose password is known: only the unknown-user flag
+	// Make up keys whose password is known: only the unknown-user flag
 	// can still reject the proof.
 	c := mustCredential(t, ScramSHA256, "known", 4096)
-	ss.cred.Salt, ss.cred.StoredKey, ss.cred.ServerKey = c.Salt, c.StoredKey, c.ServerKey
-	ss.serverFirst = "r=" + ss.nonce + ",s=" + base64.StdEncoding.EncodeToString(c.Salt) + ",i=4096"
-	_, _, err := s.Step([]byte(clientFinal(t, ScramSHA256, "known", "n,,", bare, ss.serverFirst)))
+	ss.fakeCredential = func(string, string) Credential { return c }
+	bare := "n=ghost,r=nonce"
+	out, _, err := s.Step([]byte("n,," + bare))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.Step([]byte(clientFinal(t, ScramSHA256, "known", "n,,", bare, string(out))))
 	if !errors.Is(err, ErrInvalidCredentials) {
 		t.Fatalf("err = %v", err)
+	}
+	if !ss.conv.Valid() {
+		t.Fatal("xdg-go refused the proof: the unknown-user flag was not what rejected it")
 	}
 }
 
