@@ -52,6 +52,13 @@ type Node struct {
 	log        hclog.Logger
 	watchDone  chan struct{}
 	once       sync.Once
+
+	// activation serializes watchLeadership's activations with Shutdown:
+	// once stopping is set no activation starts, so no round of the
+	// controller is left waiting on a raft that Shutdown has stopped (raft
+	// answers no future still in flight when it shuts down).
+	activation sync.Mutex
+	stopping   bool
 }
 
 // StartNode starts a controller voter. A fresh data directory bootstraps
@@ -95,8 +102,7 @@ func (n *Node) watchLeadership() {
 	defer close(n.watchDone)
 	for leader := range n.Voter.LeaderEvents() {
 		if leader {
-			n.log.Info("raft leadership gained: activating controller")
-			n.Controller.Activate()
+			n.activate()
 		} else {
 			n.Controller.Deactivate()
 		}
@@ -104,10 +110,25 @@ func (n *Node) watchLeadership() {
 	n.Controller.Deactivate()
 }
 
+func (n *Node) activate() {
+	n.activation.Lock()
+	defer n.activation.Unlock()
+	if n.stopping {
+		return
+	}
+	n.log.Info("raft leadership gained: activating controller")
+	n.Controller.Activate()
+}
+
 // Shutdown stops the node: the controller first, then raft and the stores.
+// A leadership event still queued cannot activate the controller again in
+// between.
 func (n *Node) Shutdown() error {
 	var err error
 	n.once.Do(func() {
+		n.activation.Lock()
+		n.stopping = true
+		n.activation.Unlock()
 		n.Controller.Deactivate()
 		err = n.Voter.Shutdown()
 		<-n.watchDone
