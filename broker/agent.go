@@ -48,7 +48,7 @@
 // cache then keeps only the topics it names.
 //
 // The metadata offset of a control request comes in the client id of its
-// header (see wireclient.ControlClientID); the agent reports the highest
+// header (see kafkaclient.ControlClientID); the agent reports the highest
 // one it accepted in its heartbeats, or its own broker epoch if that is
 // higher: the controller unfences a broker whose offset has reached its
 // registration, and control requests are not sent to a fenced broker, so

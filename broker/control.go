@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 // ctrlClient is the agent's connection to the active controller. It finds
@@ -28,7 +28,7 @@ type ctrlClient struct {
 	bootstrap []string
 
 	mu   sync.Mutex
-	conn *wireclient.Conn
+	conn *kafkaclient.Conn
 	next int
 }
 
@@ -84,20 +84,21 @@ func (c *ctrlClient) dropLocked() {
 // dial connects to a controller listener: over TLS, presenting the
 // broker's certificate and accepting only a configured voter's, when the
 // agent has certificates; plain TCP otherwise.
-func (c *ctrlClient) dial(ctx context.Context, addr string, opts wireclient.Options) (*wireclient.Conn, error) {
+func (c *ctrlClient) dial(ctx context.Context, addr string, opts kafkaclient.Options) (*kafkaclient.Conn, error) {
 	opts.SASL = c.a.cfg.SASL
 	nd := c.a.cfg.Dialer
 	if nd == nil {
 		nd = &net.Dialer{}
 	}
-	if c.a.cfg.TLS == nil {
-		return wireclient.DialWith(ctx, addr, opts, nd.DialContext)
+	opts.Dial = nd.DialContext
+	if c.a.cfg.TLS != nil {
+		opts.Dial = c.a.cfg.TLS.Dialer(nd, c.a.voterCheck())
 	}
-	return wireclient.DialWith(ctx, addr, opts, c.a.cfg.TLS.Dialer(nd, c.a.voterCheck()))
+	return kafkaclient.Dial(ctx, addr, opts)
 }
 
 func (c *ctrlClient) discoverLocked(ctx context.Context) error {
-	opts := wireclient.Options{ClientID: c.clientID(), DialTimeout: c.a.cfg.RequestTimeout}
+	opts := kafkaclient.Options{ClientID: c.clientID(), DialTimeout: c.a.cfg.RequestTimeout}
 	var errs []error
 	n := len(c.bootstrap)
 	for i := 0; i < n; i++ {

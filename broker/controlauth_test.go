@@ -16,7 +16,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
@@ -41,7 +41,7 @@ func stateOf(a *broker.Agent, h *broker.MemoryHost) agentState {
 // dialTLS returns a dial function that presents certs, accepts only the
 // agent's broker certificate, and records the local address of the TCP
 // connection, which is what the agent logs as the remote.
-func dialTLS(certs *tlsconfig.Reloader, local *string) wireclient.DialFunc {
+func dialTLS(certs *tlsconfig.Reloader, local *string) kafkaclient.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var d net.Dialer
 		raw, err := d.DialContext(ctx, network, addr)
@@ -66,7 +66,7 @@ func sendControl(t *testing.T, certs *tlsconfig.Reloader, addr string, offset ui
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var local string
-	conn, err := wireclient.DialWith(ctx, addr, wireclient.Options{ClientID: wireclient.ControlClientID(1001, offset)}, dialTLS(certs, &local))
+	conn, err := kafkaclient.Dial(ctx, addr, kafkaclient.Options{ClientID: kafkaclient.ControlClientID(1001, offset), Dial: dialTLS(certs, &local)})
 	if err != nil {
 		return 0, local, err
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 )
 
 // FuzzAgentRequest feeds arbitrary bodies of the requests an agent serves
@@ -21,7 +21,7 @@ func FuzzAgentRequest(f *testing.F) {
 	seed := func(key int16, req kmsg.Request) {
 		for v := int16(0); v <= req.MaxVersion(); v++ {
 			req.SetVersion(v)
-			f.Add(uint8(key), v, wireclient.ControlClientID(1, 42), req.AppendTo(nil))
+			f.Add(uint8(key), v, kafkaclient.ControlClientID(1, 42), req.AppendTo(nil))
 		}
 	}
 	reps := []int32{1, 2}
@@ -44,7 +44,7 @@ func FuzzAgentRequest(f *testing.F) {
 			return
 		}
 		req.SetVersion(version)
-		if err := wireclient.SafeRead(req, body); err != nil {
+		if err := kafkaclient.SafeRead(req, body); err != nil {
 			return // the listener closes the connection
 		}
 		resp, err := a.Handle(context.Background(), &kafkawire.Conn{ClientID: clientID, Version: version}, req)

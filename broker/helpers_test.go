@@ -17,8 +17,8 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 )
 
 var testLogger = testkit.Logger
@@ -49,7 +49,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // would, with a metadata offset in its client id.
 func controlClient(t testing.TB, addr string, offset uint64) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(wireclient.ControlClientID(1, offset)))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(kafkaclient.ControlClientID(1, offset)))
 	if err != nil {
 		t.Fatal(err)
 	}

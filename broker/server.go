@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 )
 
 // Kafka's leader values in UpdateMetadata and leader epochs in StopReplica
@@ -117,7 +117,7 @@ func partitionRecord(base ControlRecord, st *PartitionState, code int16) Control
 
 func (a *Agent) leaderAndIsr(clientID string, req *kmsg.LeaderAndISRRequest) *kmsg.LeaderAndISRResponse {
 	resp := req.ResponseKind().(*kmsg.LeaderAndISRResponse)
-	_, offset, _ := wireclient.ParseControlClientID(clientID)
+	_, offset, _ := kafkaclient.ParseControlClientID(clientID)
 	brokerEpoch := int64(-1)
 	if req.Version >= 2 {
 		brokerEpoch = req.BrokerEpoch
@@ -233,7 +233,7 @@ func fillLAIResponse(resp *kmsg.LeaderAndISRResponse, version int16, states []Pa
 
 func (a *Agent) updateMetadata(clientID string, req *kmsg.UpdateMetadataRequest) *kmsg.UpdateMetadataResponse {
 	resp := req.ResponseKind().(*kmsg.UpdateMetadataResponse)
-	_, offset, _ := wireclient.ParseControlClientID(clientID)
+	_, offset, _ := kafkaclient.ParseControlClientID(clientID)
 	brokerEpoch := int64(-1)
 	if req.Version >= 5 {
 		brokerEpoch = req.BrokerEpoch
@@ -255,7 +255,7 @@ func (a *Agent) updateMetadata(clientID string, req *kmsg.UpdateMetadataRequest)
 	// A full UpdateMetadata (the controller's catch-up) names every topic
 	// there is: by a topic state without partitions, or by one with a
 	// partition not being deleted.
-	full := wireclient.UpdateMetadataType(req) == wireclient.UpdateMetadataFull
+	full := kafkaclient.UpdateMetadataType(req) == kafkaclient.UpdateMetadataFull
 	var named map[string]rl.TopicID
 	if full {
 		named = make(map[string]rl.TopicID, len(req.TopicStates))
@@ -392,7 +392,7 @@ type stopItem struct {
 
 func (a *Agent) stopReplica(clientID string, req *kmsg.StopReplicaRequest) *kmsg.StopReplicaResponse {
 	resp := req.ResponseKind().(*kmsg.StopReplicaResponse)
-	_, offset, _ := wireclient.ParseControlClientID(clientID)
+	_, offset, _ := kafkaclient.ParseControlClientID(clientID)
 	brokerEpoch := int64(-1)
 	if req.Version >= 1 {
 		brokerEpoch = req.BrokerEpoch

@@ -29,9 +29,9 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/metrics"
 	"github.com/ctrlquorum/ctrlquorum/ops"
 	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/zookeeper"
 	"github.com/ctrlquorum/ctrlquorum/voter"
@@ -255,9 +255,9 @@ func (s *Server) startVoter() error {
 	fwd := &stopReplicaForwarder{}
 	nd := s.localDialer()
 	kafkaTLS := cfg.tlsOr(cfg.ListenerTLS)
-	brokerDial := func(int32) wireclient.DialFunc { return nd.DialContext }
+	brokerDial := func(int32) kafkaclient.DialFunc { return nd.DialContext }
 	if certs := kafkaTLS; certs != nil {
-		brokerDial = func(id int32) wireclient.DialFunc {
+		brokerDial = func(id int32) kafkaclient.DialFunc {
 			return certs.Dialer(nd, tlsconfig.Broker(id))
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 	"github.com/ctrlquorum/ctrlquorum/voter"
@@ -134,9 +134,9 @@ func TestTLSCluster(t *testing.T) {
 	}
 }
 
-func askTLS(t *testing.T, ctx context.Context, dial wireclient.DialFunc, addr string, req kmsg.Request) kmsg.Response {
+func askTLS(t *testing.T, ctx context.Context, dial kafkaclient.DialFunc, addr string, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	conn, err := wireclient.DialWith(ctx, addr, wireclient.Options{ClientID: "test"}, dial)
+	conn, err := kafkaclient.Dial(ctx, addr, kafkaclient.Options{ClientID: "test", Dial: dial})
 	if err != nil {
 		t.Fatal(err)
 	}

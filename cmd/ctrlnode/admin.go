@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
 
@@ -71,7 +71,7 @@ type cli struct {
 	json      bool
 	timeout   time.Duration
 	tlsFiles  tlsconfig.Files
-	tlsDial   wireclient.DialFunc // set by tlsDialer once loaded
+	tlsDial   kafkaclient.DialFunc // set by tlsDialer once loaded
 	saslFlags saslFlags
 	saslMech  kgosasl.Mechanism // set by saslMechanism once checked
 }
@@ -206,7 +206,7 @@ func (c *cli) clients() (*kgo.Client, *kadm.Client, error) {
 // verified against the CA bundle and the host name dialled. --tls-ca
 // alone presents no client certificate: the client then logs in with
 // SASL.
-func (c *cli) tlsDialer() (wireclient.DialFunc, error) {
+func (c *cli) tlsDialer() (kafkaclient.DialFunc, error) {
 	if c.tlsDial != nil {
 		return c.tlsDial, nil
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 // A cluster's broker list names the controller voters and the data
@@ -41,8 +41,8 @@ func (c *cli) seeds() ([]string, error) {
 	return seeds, nil
 }
 
-func (c *cli) dial(ctx context.Context, addr string) (*wireclient.Conn, error) {
-	opts := wireclient.Options{ClientID: "ctrlnode-admin", DialTimeout: min(c.timeout, 10*time.Second)}
+func (c *cli) dial(ctx context.Context, addr string) (*kafkaclient.Conn, error) {
+	opts := kafkaclient.Options{ClientID: "ctrlnode-admin", DialTimeout: min(c.timeout, 10*time.Second)}
 	dial, err := c.tlsDialer()
 	if err != nil {
 		return nil, err
@@ -51,14 +51,12 @@ func (c *cli) dial(ctx context.Context, addr string) (*wireclient.Conn, error) {
 	if opts.SASL, err = c.saslMechanism(); err != nil {
 		return nil, err
 	}
-	if dial != nil {
-		return wireclient.DialWith(ctx, addr, opts, dial)
-	}
-	return wireclient.Dial(ctx, addr, opts)
+	opts.Dial = dial
+	return kafkaclient.Dial(ctx, addr, opts)
 }
 
 // ask sends req on conn at the highest version both know.
-func ask(ctx context.Context, conn *wireclient.Conn, req kmsg.Request) (kmsg.Response, error) {
+func ask(ctx context.Context, conn *kafkaclient.Conn, req kmsg.Request) (kmsg.Response, error) {
 	if err := conn.Pick(req, 0); err != nil {
 		return nil, err
 	}
@@ -75,7 +73,7 @@ type clusterView struct {
 // describeClusterVia asks one voter for the voters (endpoint type 2) and
 // for voters and data brokers together (type 1); the difference is the
 // data brokers.
-func describeClusterVia(ctx context.Context, conn *wireclient.Conn) (clusterView, error) {
+func describeClusterVia(ctx context.Context, conn *kafkaclient.Conn) (clusterView, error) {
 	get := func(endpointType int8) (*kmsg.DescribeClusterResponse, error) {
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.EndpointType = endpointType
@@ -120,7 +118,7 @@ func describeClusterVia(ctx context.Context, conn *wireclient.Conn) (clusterView
 // controllerConn finds the active controller through the seeds and
 // connects to it, retrying while none is known (an election) until ctx
 // ends. It returns the cluster as the active controller describes it.
-func (c *cli) controllerConn(ctx context.Context) (*wireclient.Conn, clusterView, error) {
+func (c *cli) controllerConn(ctx context.Context) (*kafkaclient.Conn, clusterView, error) {
 	seeds, err := c.seeds()
 	if err != nil {
 		return nil, clusterView{}, err
@@ -205,7 +203,7 @@ func (c *cli) toController(ctx context.Context, req kmsg.Request, check func(kms
 		if err == nil {
 			return resp, nil
 		}
-		if !errors.Is(err, errRetry) && !errors.Is(err, wireclient.ErrBroken) && !unreachable(err) {
+		if !errors.Is(err, errRetry) && !errors.Is(err, kafkaclient.ErrBroken) && !unreachable(err) {
 			return nil, err
 		}
 		if ctx.Err() != nil {

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"net"
 	"os"
 	"strings"
 
@@ -15,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 // SASL login of the admin commands. The password comes from a file or
@@ -153,7 +151,7 @@ func (c *cli) permanent(err error) error {
 // caOnlyDialer is the TLS dialler of --tls-ca given alone: it verifies
 // the server against the CA bundle and the host name dialled, and
 // presents no certificate (the client logs in with SASL instead).
-func caOnlyDialer(caFile string) (wireclient.DialFunc, error) {
+func caOnlyDialer(caFile string) (kafkaclient.DialFunc, error) {
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, usageErr("--tls-ca: %v", err)
@@ -162,15 +160,5 @@ func caOnlyDialer(caFile string) (wireclient.DialFunc, error) {
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, usageErr("--tls-ca: %s holds no PEM certificate", caFile)
 	}
-	base := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		cfg := base.Clone()
-		cfg.ServerName = host
-		d := &tls.Dialer{NetDialer: &net.Dialer{}, Config: cfg}
-		return d.DialContext(ctx, network, addr)
-	}, nil
+	return kafkaclient.TLSDialer(nil, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}), nil
 }

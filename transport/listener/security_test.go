@@ -23,8 +23,8 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
@@ -112,7 +112,7 @@ func unanswered(t *testing.T, addr string, req kmsg.Request) error {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	req.SetVersion(APIs()[req.Key()])
-	if _, err := conn.Write(wireclient.AppendRequest(nil, 1, "anonymous", req)); err != nil {
+	if _, err := conn.Write(kafkaclient.AppendRequest(nil, 1, "anonymous", req)); err != nil {
 		t.Fatal(err)
 	}
 	var size [4]byte

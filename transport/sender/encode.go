@@ -5,7 +5,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 // securityPlaintext is Kafka's code for the PLAINTEXT security protocol.
@@ -115,7 +115,7 @@ func EncodeLeaderAndIsr(r *controller.LeaderAndIsr, v int16) *kmsg.LeaderAndISRR
 // EncodeUpdateMetadata maps an UpdateMetadata to the Kafka request at
 // version v (0..8). Replicas on brokers missing from the live list are
 // listed offline. A full one (a catch-up) is, from v8, of type full
-// (wireclient.UpdateMetadataFull) and lists every topic it names, those
+// (kafkaclient.UpdateMetadataFull) and lists every topic it names, those
 // with no partition in the request as a topic state without partitions;
 // before v8 it goes as an ordinary one, since the broker could not tell.
 func EncodeUpdateMetadata(r *controller.UpdateMetadata, v int16) *kmsg.UpdateMetadataRequest {
@@ -163,7 +163,7 @@ func EncodeUpdateMetadata(r *controller.UpdateMetadata, v int16) *kmsg.UpdateMet
 			req.TopicStates = append(req.TopicStates, ts)
 		}
 		if r.Full && v >= 8 {
-			wireclient.SetUpdateMetadataType(req, wireclient.UpdateMetadataFull)
+			kafkaclient.SetUpdateMetadataType(req, kafkaclient.UpdateMetadataFull)
 			named := make(map[rl.TopicID]bool, len(req.TopicStates))
 			for i := range req.TopicStates {
 				named[rl.TopicID(req.TopicStates[i].TopicID)] = true

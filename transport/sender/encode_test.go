@@ -10,9 +10,9 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
 )
 
 // wire encodes a request and decodes it again, as it crosses the network.
@@ -39,7 +39,7 @@ func TestEveryVersionReachesTheAgent(t *testing.T) {
 	epoch := int32(0)
 	handle := func(req kmsg.Request, offset uint64) kmsg.Response {
 		t.Helper()
-		resp, err := a.Handle(ctx, &kafkawire.Conn{ClientID: wireclient.ControlClientID(1, offset), Version: req.GetVersion()}, wire(t, req))
+		resp, err := a.Handle(ctx, &kafkawire.Conn{ClientID: kafkaclient.ControlClientID(1, offset), Version: req.GetVersion()}, wire(t, req))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,10 +143,10 @@ func TestFullUpdateMetadataReachesTheAgent(t *testing.T) {
 		handle := func(u *controller.UpdateMetadata) {
 			t.Helper()
 			req := wire(t, sender.EncodeUpdateMetadata(u, v)).(*kmsg.UpdateMetadataRequest)
-			if got, want := wireclient.UpdateMetadataType(req), map[bool]int8{true: wireclient.UpdateMetadataFull}[u.Full && v >= 8]; got != want {
+			if got, want := kafkaclient.UpdateMetadataType(req), map[bool]int8{true: kafkaclient.UpdateMetadataFull}[u.Full && v >= 8]; got != want {
 				t.Fatalf("v%d: type %d on the wire, want %d", v, got, want)
 			}
-			resp, err := a.Handle(ctx, &kafkawire.Conn{ClientID: wireclient.ControlClientID(1, 1), Version: v}, req)
+			resp, err := a.Handle(ctx, &kafkawire.Conn{ClientID: kafkaclient.ControlClientID(1, 1), Version: v}, req)
 			if err != nil || resp.(*kmsg.UpdateMetadataResponse).ErrorCode != 0 {
 				t.Fatalf("v%d: %v %+v", v, err, resp)
 			}

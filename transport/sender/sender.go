@@ -26,7 +26,7 @@
 // and controller id).
 //
 // The metadata offset (the raft index a request reflects) is carried in
-// the client id of the request header (see wireclient.ControlClientID).
+// the client id of the request header (see kafkaclient.ControlClientID).
 // Only the last request of a set carries the set's offset; the ones
 // before it carry the offset of the last set fully delivered, so a broker
 // that reports the highest offset it saw has applied everything up to it.
@@ -48,7 +48,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
-	"github.com/ctrlquorum/ctrlquorum/transport/sender/wireclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 // StopReplicaResult is the outcome of deleting one replica on a broker.
@@ -99,7 +99,7 @@ type Config struct {
 	// Dial, if set, returns how to open a connection to a broker: a TLS
 	// dialler that presents this controller's certificate and expects the
 	// broker's. Nil, or a nil DialFunc, is plain TCP.
-	Dial func(broker int32) wireclient.DialFunc
+	Dial func(broker int32) kafkaclient.DialFunc
 }
 
 func (c *Config) setDefaults() {
@@ -330,7 +330,7 @@ type brokerSender struct {
 	stats       BrokerStats
 
 	// Owned by the goroutine.
-	conn      *wireclient.Conn
+	conn      *kafkaclient.Conn
 	delivered uint64 // metadata offset of the last set fully delivered
 	backoff   time.Duration
 	failures  int
@@ -600,7 +600,7 @@ func (b *brokerSender) deliver(set controller.Requests) bool {
 }
 
 // connect returns a connection to the broker's current address.
-func (b *brokerSender) connect() (*wireclient.Conn, outcome) {
+func (b *brokerSender) connect() (*kafkaclient.Conn, outcome) {
 	addr, ok := b.p.cfg.Resolve(b.id)
 	if !ok {
 		b.closeConn()
@@ -613,17 +613,11 @@ func (b *brokerSender) connect() (*wireclient.Conn, outcome) {
 	if b.conn != nil {
 		return b.conn, outDelivered
 	}
-	var dial wireclient.DialFunc
+	opts := kafkaclient.Options{DialTimeout: b.p.cfg.DialTimeout}
 	if b.p.cfg.Dial != nil {
-		dial = b.p.cfg.Dial(b.id)
+		opts.Dial = b.p.cfg.Dial(b.id)
 	}
-	var conn *wireclient.Conn
-	var err error
-	if dial != nil {
-		conn, err = wireclient.DialWith(b.p.ctx, addr, wireclient.Options{DialTimeout: b.p.cfg.DialTimeout}, dial)
-	} else {
-		conn, err = wireclient.Dial(b.p.ctx, addr, wireclient.Options{DialTimeout: b.p.cfg.DialTimeout})
-	}
+	conn, err := kafkaclient.Dial(b.p.ctx, addr, opts)
 	if err != nil {
 		if b.p.ctx.Err() != nil {
 			return nil, outClosed
@@ -697,7 +691,7 @@ func (b *brokerSender) attempt(set *controller.Requests, k kind, offset uint64) 
 			off = b.delivered
 		}
 		ctx, cancel := context.WithTimeout(b.p.ctx, b.p.cfg.RequestTimeout)
-		resp, err := conn.RequestAs(ctx, wireclient.ControlClientID(hdr.ControllerID, off), req)
+		resp, err := conn.RequestAs(ctx, kafkaclient.ControlClientID(hdr.ControllerID, off), req)
 		cancel()
 		if err != nil {
 			b.closeConn()

@@ -1,4 +1,4 @@
-package wireclient
+package kafkaclient
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 // the ApiVersions negotiation: SaslHandshake v1 names the mechanism, then
 // SaslAuthenticate carries its messages until the mechanism is done. A
 // listener that requires SASL closes the connection on any other request
-// first.
+// first. Without ApiVersions both go at v1, which every SASL listener
+// since Kafka 1.0 serves.
 func (c *Conn) authenticate(ctx context.Context) error {
 	mech := c.opts.SASL
 	if mech == nil {
@@ -21,8 +22,8 @@ func (c *Conn) authenticate(ctx context.Context) error {
 	}
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Mechanism = mech.Name()
-	if err := c.Pick(hs, 1); err != nil {
-		return fmt.Errorf("SASL: %w", err)
+	if err := c.pickSASL(hs, 1); err != nil {
+		return err
 	}
 	resp, err := c.Request(ctx, hs)
 	if err != nil {
@@ -40,8 +41,8 @@ func (c *Conn) authenticate(ctx context.Context) error {
 	for {
 		ar := kmsg.NewPtrSASLAuthenticateRequest()
 		ar.SASLAuthBytes = msg
-		if err := c.Pick(ar, 0); err != nil {
-			return fmt.Errorf("SASL: %w", err)
+		if err := c.pickSASL(ar, 0); err != nil {
+			return err
 		}
 		resp, err := c.Request(ctx, ar)
 		if err != nil {
@@ -63,4 +64,17 @@ func (c *Conn) authenticate(ctx context.Context) error {
 		}
 		msg = next
 	}
+}
+
+// pickSASL sets the version of a SASL request: the highest both sides
+// know (at least minVersion), or v1 on a connection without ApiVersions.
+func (c *Conn) pickSASL(req kmsg.Request, minVersion int16) error {
+	if c.opts.NoApiVersions {
+		req.SetVersion(1)
+		return nil
+	}
+	if err := c.Pick(req, minVersion); err != nil {
+		return fmt.Errorf("SASL: %w", err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package wireclient
+package kafkaclient
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 

@@ -1,4 +1,4 @@
-package wireclient
+package kafkaclient
 
 import (
 	"context"

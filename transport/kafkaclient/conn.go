@@ -1,14 +1,23 @@
-// Package wireclient is the client side of the Kafka wire protocol over
-// one TCP connection: framing, request headers v1/v2, ApiVersions
-// negotiation at dial time, and requests and responses as
-// github.com/twmb/franz-go/pkg/kmsg types.
+// Package kafkaclient is the Kafka-protocol client of every connection a
+// node or the command line opens: the controller's sender to brokers, a
+// broker agent's connection to the active controller, one voter
+// forwarding to another, and the admin commands.
 //
+// A Conn is one connection: TLS through its DialFunc, framing, request
+// headers v1/v2, ApiVersions negotiation at dial time (each request at
+// the highest version both sides know, see Pick), a SASL login (SCRAM or
+// PLAIN, through franz-go's sasl mechanisms), and requests and responses
+// as github.com/twmb/franz-go/pkg/kmsg types with correlation ids checked.
 // A Conn sends one request at a time and waits for its response, which is
 // what control traffic needs: the controller's requests to a broker must
-// arrive in order, and a broker agent's requests to the controller are few.
-// Any error — a timeout, a cancelled context, a frame that does not parse —
-// breaks the connection: the caller closes it and dials again.
-package wireclient
+// arrive in order, and a broker agent's requests to the controller are
+// few. The context bounds each request. Any error — a timeout, a
+// cancelled context, a frame that does not parse — breaks the
+// connection: the caller closes it and dials again.
+//
+// A Controller finds a cluster's active controller through bootstrap
+// addresses and keeps a connection to it (see Controller).
+package kafkaclient
 
 import (
 	"bufio"
@@ -23,26 +32,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 )
-
-// Options configures Dial. Zero values take the defaults.
-type Options struct {
-	// ClientID goes in the header of every request that does not name its
-	// own (see RequestAs).
-	ClientID string
-	// DialTimeout bounds the TCP connect plus the ApiVersions exchange
-	// when the context has no earlier deadline. Default 5 s.
-	DialTimeout time.Duration
-	// MaxResponseBytes bounds a response frame. Default 256 MiB.
-	MaxResponseBytes int32
-	// SoftwareName and SoftwareVersion are sent in ApiVersions v3+.
-	// Defaults "ctrlquorum" and "1".
-	SoftwareName, SoftwareVersion string
-	// SASL, if set, authenticates the connection after the ApiVersions
-	// exchange (franz-go's scram and plain packages provide mechanisms).
-	SASL kgosasl.Mechanism
-}
 
 // VersionRange is the versions a peer serves for one API key.
 type VersionRange struct{ Min, Max int16 }
@@ -68,42 +58,6 @@ const maxKeptBuffer = 64 << 20
 // ErrBroken is wrapped by every error of a request on a connection that an
 // earlier error broke.
 var ErrBroken = errors.New("connection broken by an earlier error")
-
-// Dial connects to addr and negotiates API versions.
-func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = 5 * time.Second
-	}
-	if opts.MaxResponseBytes <= 0 {
-		opts.MaxResponseBytes = 256 << 20
-	}
-	if opts.SoftwareName == "" {
-		opts.SoftwareName = "ctrlquorum"
-	}
-	if opts.SoftwareVersion == "" {
-		opts.SoftwareVersion = "1"
-	}
-	ctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
-	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	c := &Conn{opts: opts, addr: addr, nc: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 64<<10)}
-	if err := c.negotiate(ctx); err != nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("api versions with %s: %w", addr, err)
-	}
-	if err := c.authenticate(ctx); err != nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("%s: %w", addr, err)
-	}
-	return c, nil
-}
 
 // Addr is the address the connection was dialled to.
 func (c *Conn) Addr() string { return c.addr }

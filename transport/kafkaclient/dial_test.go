@@ -1,4 +1,4 @@
-package wireclient
+package kafkaclient
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
 
-// TestDialWithTLS: a controller-side client reaches broker 2's TLS
+// TestDialTLS: a controller-side client reaches broker 2's TLS
 // listener only when the listener's certificate names broker 2, and the
 // broker sees the client's certificate.
-func TestDialWithTLS(t *testing.T) {
+func TestDialTLS(t *testing.T) {
 	pki := tlstest.NewPKI(t, "test CA")
 	broker := pki.Reloader(pki.Broker(2))
 	controller := pki.Reloader(pki.Voter(1001))
@@ -43,7 +43,7 @@ func TestDialWithTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	conn, err := DialWith(ctx, srv.Addr().String(), Options{}, controller.Dialer(nil, tlsconfig.Broker(2)))
+	conn, err := Dial(ctx, srv.Addr().String(), Options{Dial: controller.Dialer(nil, tlsconfig.Broker(2))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,18 +59,18 @@ func TestDialWithTLS(t *testing.T) {
 		t.Fatalf("the broker saw %s", got)
 	}
 	// Dialling broker 2's address expecting broker 3 fails at the handshake.
-	if c, err := DialWith(ctx, srv.Addr().String(), Options{}, controller.Dialer(nil, tlsconfig.Broker(3))); err == nil {
+	if c, err := Dial(ctx, srv.Addr().String(), Options{Dial: controller.Dialer(nil, tlsconfig.Broker(3))}); err == nil {
 		c.Close()
 		t.Fatal("connected to broker 2 as broker 3")
 	}
 	// So does a plain connection to a TLS listener.
-	if c, err := DialWith(ctx, srv.Addr().String(), Options{DialTimeout: 2 * time.Second}, nil); err == nil {
+	if c, err := Dial(ctx, srv.Addr().String(), Options{DialTimeout: 2 * time.Second}); err == nil {
 		c.Close()
 		t.Fatal("a plain connection negotiated with a TLS listener")
 	}
-	// DialTLS with a standard config verifying the host name.
+	// TLSDialer with a standard config verifying the host name.
 	cfg := controller.ClientConfig("127.0.0.1", nil)
-	c, err := DialTLS(ctx, srv.Addr().String(), Options{}, cfg)
+	c, err := Dial(ctx, srv.Addr().String(), Options{Dial: TLSDialer(nil, cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}
