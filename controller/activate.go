@@ -103,7 +103,7 @@ func (c *Controller) activate(a *activation) error {
 		// missed a deletion under the previous controller forgets the
 		// topic (a broker's own catch-up may never come: this request
 		// already brings its metadata offset past the activation).
-		ec.plan.umAll, ec.plan.umFull = true, true
+		ec.plan.updateMetadataToAll, ec.plan.fullUpdateMetadata = true, true
 		return n, nil
 	}
 	if _, err := c.runRound(a, []*event{ev}); err != nil {

@@ -50,7 +50,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req BrokerRegistration)
 		ec.act.sessions.touch(req.BrokerID, ec.now.Add(c.cfg.SessionTimeout))
 		ec.act.sessions.needCatchUp[req.BrokerID] = false
 		if old != nil && !old.Fenced {
-			ec.plan.umAll = true // a live broker left the list
+			ec.plan.updateMetadataToAll = true // a live broker left the list
 		}
 		ec.endRound = true
 		return int64(-1), nil
@@ -198,7 +198,7 @@ func (ec *eventCtx) fenceBroker(b *fsm.Broker) error {
 	if err := ec.stageEach(&rl.FenceBroker{BrokerID: b.ID, BrokerEpoch: b.Epoch}); err != nil {
 		return err
 	}
-	ec.plan.umAll = true
+	ec.plan.updateMetadataToAll = true
 	return ec.offlineBrokerReplicas(b.ID)
 }
 
@@ -289,7 +289,7 @@ func (ec *eventCtx) unfenceBroker(b *fsm.Broker, offset uint64) error {
 		return err
 	}
 	ec.log.Info("broker caught up: unfenced", "broker", b.ID, "epoch", b.Epoch)
-	ec.plan.umAll = true
+	ec.plan.updateMetadataToAll = true
 	// A broker that has applied nothing past its own registration is a
 	// new incarnation with an empty cache: it gets the whole image, as
 	// Kafka sends a starting broker a full UpdateMetadata. One that comes
@@ -345,7 +345,7 @@ func (ec *eventCtx) controlledShutdown(b *fsm.Broker) (stillLeads bool, err erro
 			return false, err
 		}
 		ec.log.Info("controlled shutdown requested", "broker", b.ID)
-		ec.plan.umAll = true
+		ec.plan.updateMetadataToAll = true
 	}
 	led, hosted := ec.partitionsOf(b.ID)
 	ec.reserveBrokerWork(len(led), len(hosted))

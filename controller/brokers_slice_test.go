@@ -80,7 +80,7 @@ func dumpSent(s *RecordingSender) map[int32]string {
 		for _, r := range s.Sent(b) {
 			if r.LeaderAndIsr != nil {
 				for _, ps := range r.LeaderAndIsr.Partitions {
-					lines = append(lines, fmt.Sprintf("lai %s/%d leader=%d le=%d pe=%d isr=%v new=%v", ps.Topic, ps.Partition, ps.Leader, ps.LeaderEpoch, ps.PartitionEpoch, ps.ISR, ps.IsNew))
+					lines = append(lines, fmt.Sprintf("LeaderAndIsr %s/%d leader=%d le=%d pe=%d isr=%v new=%v", ps.Topic, ps.Partition, ps.Leader, ps.LeaderEpoch, ps.PartitionEpoch, ps.ISR, ps.IsNew))
 				}
 			}
 			if r.StopReplica != nil {
@@ -90,7 +90,7 @@ func dumpSent(s *RecordingSender) map[int32]string {
 			}
 			if r.UpdateMetadata != nil {
 				for _, ps := range r.UpdateMetadata.Partitions {
-					lines = append(lines, fmt.Sprintf("um %s/%d leader=%d le=%d isr=%v", ps.Topic, ps.Partition, ps.Leader, ps.LeaderEpoch, ps.ISR))
+					lines = append(lines, fmt.Sprintf("UpdateMetadata %s/%d leader=%d le=%d isr=%v", ps.Topic, ps.Partition, ps.Leader, ps.LeaderEpoch, ps.ISR))
 				}
 			}
 		}

@@ -45,12 +45,12 @@ func TestCatchUpAfterFailover(t *testing.T) {
 	if len(sent2) != 1 || sent2[0].UpdateMetadata == nil || sent2[0].LeaderAndIsr == nil {
 		t.Fatalf("broker 2 got %+v", sent2)
 	}
-	um := sent2[0].UpdateMetadata.Partitions
-	if len(um) != 1 || um[0].Topic != "late" {
-		t.Fatalf("broker 2's catch-up UpdateMetadata: %+v", um)
+	updated := sent2[0].UpdateMetadata.Partitions
+	if len(updated) != 1 || updated[0].Topic != "late" {
+		t.Fatalf("broker 2's catch-up UpdateMetadata: %+v", updated)
 	}
-	if lai := sent2[0].LeaderAndIsr.Partitions; len(lai) != 1 || lai[0].Topic != "late" || lai[0].Leader != 2 {
-		t.Fatalf("broker 2's catch-up LeaderAndIsr: %+v", lai)
+	if led := sent2[0].LeaderAndIsr.Partitions; len(led) != 1 || led[0].Topic != "late" || led[0].Leader != 2 {
+		t.Fatalf("broker 2's catch-up LeaderAndIsr: %+v", led)
 	}
 	if got := h.sender.Sent(3); len(got) != 0 {
 		t.Fatalf("current broker 3 was sent %+v", got)

@@ -99,7 +99,7 @@ func (c *Controller) Import(ctx context.Context, records []rl.Record) (uint64, e
 				c.mu.Lock()
 				ec.act.epoch = u.epoch
 				c.mu.Unlock()
-				ec.plan.umAll = true
+				ec.plan.updateMetadataToAll = true
 				ec.log.Info("controller epoch raised by import", "from", cur, "to", u.epoch)
 			}
 			ec.endRound = len(regs) > 0
@@ -124,7 +124,7 @@ func (c *Controller) Import(ctx context.Context, records []rl.Record) (uint64, e
 				ec.act.sessions.touch(b.ID, ec.now.Add(c.cfg.SessionTimeout))
 				ec.act.sessions.needCatchUp[b.ID] = true
 			}
-			ec.plan.umAll = true
+			ec.plan.updateMetadataToAll = true
 			return nil, nil
 		}, nil)
 		if err != nil {

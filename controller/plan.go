@@ -41,9 +41,9 @@ type stopEntry struct {
 	leaderEpoch int32
 }
 
-// laiItem is an index into plan.um, shifted left by one, with the low bit
-// set for a new replica.
-type laiItem uint32
+// leaderAndIsrItem is an index into plan.updateMetadataPartitions, shifted
+// left by one, with the low bit set for a new replica.
+type leaderAndIsrItem uint32
 
 type stopItem struct {
 	ref partRef
@@ -59,36 +59,39 @@ type stopItem struct {
 // materialize: a large event plans hundreds of thousands of entries, and
 // appending is far cheaper than keeping sets.
 type plan struct {
-	lai  map[int32][]laiItem
-	stop map[int32][]stopItem
-	// um holds partitions every live broker gets in UpdateMetadata; a
-	// LeaderAndIsr names its partitions by their index in um.
-	um []partRef
-	// umAll sends UpdateMetadata to every live broker even with no
+	// leaderAndIsrTo lists, per broker, the partitions it gets in
+	// LeaderAndIsr.
+	leaderAndIsrTo map[int32][]leaderAndIsrItem
+	stop           map[int32][]stopItem
+	// updateMetadataPartitions holds partitions every live broker gets in
+	// UpdateMetadata; a LeaderAndIsr names its partitions by their index
+	// here.
+	updateMetadataPartitions []partRef
+	// updateMetadataToAll sends UpdateMetadata to every live broker even with no
 	// partitions: the broker list itself changed.
-	umAll bool
-	// umFull makes the UpdateMetadata of every live broker full (see
+	updateMetadataToAll bool
+	// fullUpdateMetadata makes the UpdateMetadata of every live broker full (see
 	// UpdateMetadata.Full), as a catch-up's is: a new controller's first,
 	// so that every broker forgets the topics removed under an earlier
 	// one that it may still cache.
-	umFull bool
-	// umTo adds brokers that get UpdateMetadata whatever else happens.
-	umTo map[int32]struct{}
+	fullUpdateMetadata bool
+	// updateMetadataTo adds brokers that get UpdateMetadata whatever else happens.
+	updateMetadataTo map[int32]struct{}
 	// catchUp asks for every partition changed after the given offset to
 	// be sent to the broker.
 	catchUp map[int32]uint64
 }
 
 // newPlan returns an empty plan. Its maps are made on first write (see
-// lai, stops and catchUpFrom): a round makes a plan per event, and most
+// leaderAndIsrByBroker, stops and catchUpFrom): a round makes a plan per event, and most
 // events plan no StopReplica and no catch-up.
 func newPlan() *plan { return &plan{} }
 
-func (p *plan) lais() map[int32][]laiItem {
-	if p.lai == nil {
-		p.lai = map[int32][]laiItem{}
+func (p *plan) leaderAndIsrByBroker() map[int32][]leaderAndIsrItem {
+	if p.leaderAndIsrTo == nil {
+		p.leaderAndIsrTo = map[int32][]leaderAndIsrItem{}
 	}
-	return p.lai
+	return p.leaderAndIsrTo
 }
 
 func (p *plan) stops() map[int32][]stopItem {
@@ -111,29 +114,33 @@ func (p *plan) catchUpFrom(b int32, offset uint64, keepLower bool) {
 }
 
 func (p *plan) empty() bool {
-	return len(p.lai) == 0 && len(p.stop) == 0 && len(p.um) == 0 && !p.umAll && !p.umFull && len(p.umTo) == 0 && len(p.catchUp) == 0
+	return len(p.leaderAndIsrTo) == 0 && len(p.stop) == 0 && len(p.updateMetadataPartitions) == 0 && !p.updateMetadataToAll && !p.fullUpdateMetadata && len(p.updateMetadataTo) == 0 && len(p.catchUp) == 0
 }
 
 // leaderAndIsr sends a LeaderAndIsr for the partition to each broker, and,
 // as every LeaderAndIsr does, the partition to all live brokers in
 // UpdateMetadata.
 func (p *plan) leaderAndIsr(ref partRef, brokers []int32, isNew bool) {
-	it := laiItem(len(p.um)) << 1
+	it := leaderAndIsrItem(len(p.updateMetadataPartitions)) << 1
 	if isNew {
 		it |= 1
 	}
-	lai := p.lais()
+	to := p.leaderAndIsrByBroker()
 	for _, b := range brokers {
-		lai[b] = append(lai[b], it)
+		to[b] = append(to[b], it)
 	}
-	p.um = append(p.um, ref)
+	p.updateMetadataPartitions = append(p.updateMetadataPartitions, ref)
 }
 
 // reserve makes room for n more UpdateMetadata partitions.
-func (p *plan) reserve(n int) { p.um = slices.Grow(p.um, n) }
+func (p *plan) reserve(n int) {
+	p.updateMetadataPartitions = slices.Grow(p.updateMetadataPartitions, n)
+}
 
 // updateMetadata sends the partition to all live brokers.
-func (p *plan) updateMetadata(ref partRef) { p.um = append(p.um, ref) }
+func (p *plan) updateMetadata(ref partRef) {
+	p.updateMetadataPartitions = append(p.updateMetadataPartitions, ref)
+}
 
 // reserveStop makes room for n more StopReplica partitions to broker b.
 func (p *plan) reserveStop(b int32, n int) { p.stops()[b] = slices.Grow(p.stop[b], n) }
@@ -149,24 +156,24 @@ func (p *plan) merge(o *plan) {
 		*p = *o
 		return
 	}
-	shift := laiItem(len(p.um)) << 1
-	for b, items := range o.lai {
-		lai := p.lais()
+	shift := leaderAndIsrItem(len(p.updateMetadataPartitions)) << 1
+	for b, items := range o.leaderAndIsrTo {
+		to := p.leaderAndIsrByBroker()
 		for _, it := range items {
-			lai[b] = append(lai[b], it+shift)
+			to[b] = append(to[b], it+shift)
 		}
 	}
 	for b, items := range o.stop {
 		p.stops()[b] = append(p.stop[b], items...)
 	}
-	p.um = append(p.um, o.um...)
-	p.umAll = p.umAll || o.umAll
-	p.umFull = p.umFull || o.umFull
-	for b := range o.umTo {
-		if p.umTo == nil {
-			p.umTo = map[int32]struct{}{}
+	p.updateMetadataPartitions = append(p.updateMetadataPartitions, o.updateMetadataPartitions...)
+	p.updateMetadataToAll = p.updateMetadataToAll || o.updateMetadataToAll
+	p.fullUpdateMetadata = p.fullUpdateMetadata || o.fullUpdateMetadata
+	for b := range o.updateMetadataTo {
+		if p.updateMetadataTo == nil {
+			p.updateMetadataTo = map[int32]struct{}{}
 		}
-		p.umTo[b] = struct{}{}
+		p.updateMetadataTo[b] = struct{}{}
 	}
 	for b, off := range o.catchUp {
 		p.catchUpFrom(b, off, true)
@@ -323,26 +330,26 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 	}
 
 	// Sort the UpdateMetadata partitions through a permutation, so that
-	// at[i] can tell where um[i] ended up among the states.
-	order := make([]int32, len(p.um))
+	// at[i] can tell where updateMetadataPartitions[i] ended up among the states.
+	order := make([]int32, len(p.updateMetadataPartitions))
 	for i := range order {
 		order[i] = int32(i)
 	}
-	order = sortRuns(order, func(a, b int32) int { return compareRef(p.um[a], p.um[b]) })
-	at := make([]int32, len(p.um)) // index in shared, -1 for a partition gone
+	order = sortRuns(order, func(a, b int32) int { return compareRef(p.updateMetadataPartitions[a], p.updateMetadataPartitions[b]) })
+	at := make([]int32, len(p.updateMetadataPartitions)) // index in shared, -1 for a partition gone
 	shared := make([]PartitionState, 0, len(order))
 	for i, k := range order {
-		if i > 0 && compareRef(p.um[order[i-1]], p.um[k]) == 0 {
+		if i > 0 && compareRef(p.updateMetadataPartitions[order[i-1]], p.updateMetadataPartitions[k]) == 0 {
 			at[k] = at[order[i-1]]
 			continue
 		}
 		at[k] = -1
-		if ps, ok := partitionState(im, p.um[k]); ok {
+		if ps, ok := partitionState(im, p.updateMetadataPartitions[k]); ok {
 			at[k] = int32(len(shared))
 			shared = append(shared, ps)
 		}
 	}
-	for b, items := range p.lai {
+	for b, items := range p.leaderAndIsrTo {
 		if byID[b] == nil {
 			continue // fenced or gone since: it will catch up when it returns
 		}
@@ -393,31 +400,31 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		}
 	}
 
-	umTargets := map[int32]bool{}
-	if len(shared) > 0 || p.umAll || p.umFull {
+	updateMetadataTargets := map[int32]bool{}
+	if len(shared) > 0 || p.updateMetadataToAll || p.fullUpdateMetadata {
 		for _, l := range live {
-			umTargets[l.ID] = true
+			updateMetadataTargets[l.ID] = true
 		}
 	}
-	for b := range p.umTo {
+	for b := range p.updateMetadataTo {
 		if byID[b] != nil {
-			umTargets[b] = true
+			updateMetadataTargets[b] = true
 		}
 	}
 	for b := range p.catchUp {
 		if byID[b] != nil {
-			umTargets[b] = true
+			updateMetadataTargets[b] = true
 		}
 	}
 	var roster []TopicName // read once, for the first full UpdateMetadata
-	for b := range umTargets {
-		um := &UpdateMetadata{Header: header(b), Partitions: shared, LiveBrokers: live}
+	for b := range updateMetadataTargets {
+		update := &UpdateMetadata{Header: header(b), Partitions: shared, LiveBrokers: live}
 		from, catchUp := p.catchUp[b]
 		if catchUp {
 			parts := catchUpPartitions(im, b, from, get, header(b), byID)
-			um.Partitions = mergeStates(shared, parts)
+			update.Partitions = mergeStates(shared, parts)
 		}
-		if catchUp || p.umFull {
+		if catchUp || p.fullUpdateMetadata {
 			// A catch-up is a full UpdateMetadata: it names every topic,
 			// so the broker also forgets the topics removed while it was
 			// not hearing from this controller.
@@ -427,9 +434,9 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 					roster = []TopicName{}
 				}
 			}
-			um.Full, um.Topics = true, roster
+			update.Full, update.Topics = true, roster
 		}
-		get(b).UpdateMetadata = um
+		get(b).UpdateMetadata = update
 	}
 
 	for b, items := range p.stop {
@@ -467,7 +474,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 // which go out with leader LeaderDuringDelete in UpdateMetadata only).
 func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32) *Requests, hdr Header, byID map[int32]*LiveBroker) []PartitionState {
 	var parts []PartitionState
-	var lai []*PartitionState
+	var hosted []*PartitionState
 	im.ForEachTopic(func(t *fsm.Topic) bool {
 		n := im.PartitionCount(t.ID)
 		for i := int32(0); i < n; i++ {
@@ -482,20 +489,20 @@ func catchUpPartitions(im *fsm.Image, broker int32, from uint64, get func(int32)
 			}
 			for _, r := range p.Replicas {
 				if r == broker {
-					lai = append(lai, &ps)
+					hosted = append(hosted, &ps)
 				}
 			}
 		}
 		return true
 	})
 	sortStates(parts)
-	if len(lai) > 0 {
-		slices.SortFunc(lai, func(a, b *PartitionState) int { return compareRef(stateRef(a), stateRef(b)) })
+	if len(hosted) > 0 {
+		slices.SortFunc(hosted, func(a, b *PartitionState) int { return compareRef(stateRef(a), stateRef(b)) })
 		req := get(broker)
 		if req.LeaderAndIsr == nil {
 			req.LeaderAndIsr = &LeaderAndIsr{Header: hdr}
 		}
-		req.LeaderAndIsr.Partitions = mergeStates(req.LeaderAndIsr.Partitions, lai)
+		req.LeaderAndIsr.Partitions = mergeStates(req.LeaderAndIsr.Partitions, hosted)
 		seen := map[int32]bool{}
 		req.LeaderAndIsr.Leaders = req.LeaderAndIsr.Leaders[:0]
 		for _, ps := range req.LeaderAndIsr.Partitions {

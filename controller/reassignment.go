@@ -90,54 +90,58 @@ func (c *Controller) AlterPartitionReassignments(ctx context.Context, reqs []Rea
 		return out
 	}
 	v, _, err := c.submit(ctx, "alter-partition-reassignments", func(ec *eventCtx) (any, error) {
-		errs := make([]error, len(todo))
+		results := make([]ReassignResult, len(todo))
 		for k, i := range todo {
-			e, err := ec.alterReassignment(reqs[i])
+			res, err := ec.alterReassignment(reqs[i])
 			if err != nil {
 				return nil, err
 			}
-			errs[k] = e
+			results[k] = res
 		}
-		return errs, nil
+		return results, nil
 	}, nil)
 	for k, i := range todo {
 		if err != nil {
 			out[i].Err = err
 		} else {
-			out[i].Err = v.([]error)[k]
+			out[i].Err = v.([]ReassignResult)[k].Err
 		}
 	}
 	return out
 }
 
-// alterReassignment handles one partition of a request. The first error
-// is the partition's answer; the second fails the event.
-func (ec *eventCtx) alterReassignment(r Reassign) (error, error) {
+// alterReassignment handles one partition of a request: the result is
+// the partition's answer (Err set if it is refused); an error fails the
+// event.
+func (ec *eventCtx) alterReassignment(r Reassign) (ReassignResult, error) {
+	refuse := func(err error) (ReassignResult, error) {
+		return ReassignResult{Topic: r.Topic, Partition: r.Partition, Err: err}, nil
+	}
 	t := ec.img().TopicByName(r.Topic)
 	if t == nil || t.Deleting || ec.img().Partition(t.ID, r.Partition) == nil {
-		return kafkaErr(kerr.UnknownTopicOrPartition, "%s-%d", r.Topic, r.Partition), nil
+		return refuse(kafkaErr(kerr.UnknownTopicOrPartition, "%s-%d", r.Topic, r.Partition))
 	}
 	v := newReassignView(ec.img(), t, r.Partition)
 	if r.Replicas == nil {
 		if !v.inProgress() {
-			return kafkaErr(kerr.NoReassignmentInProgress, "%s-%d", r.Topic, r.Partition), nil
+			return refuse(kafkaErr(kerr.NoReassignmentInProgress, "%s-%d", r.Topic, r.Partition))
 		}
 		ec.log.Info("reassignment cancelled", "topic", t.Name, "partition", r.Partition, "back_to", v.original)
 		return ec.setReassignmentTarget(&v, slices.Clone(v.original))
 	}
 	if len(r.Replicas) == 0 {
-		return kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: the replica list is empty", r.Topic, r.Partition), nil
+		return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: the replica list is empty", r.Topic, r.Partition))
 	}
 	for i, b := range r.Replicas {
 		switch {
 		case b < 0:
-			return kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker id %d is negative", r.Topic, r.Partition, b), nil
+			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker id %d is negative", r.Topic, r.Partition, b))
 		case indexOf(r.Replicas[:i], b) >= 0:
-			return kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is listed twice in %v", r.Topic, r.Partition, b, r.Replicas), nil
+			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is listed twice in %v", r.Topic, r.Partition, b, r.Replicas))
 		case ec.img().Broker(b) == nil:
-			return kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is not registered", r.Topic, r.Partition, b), nil
+			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is not registered", r.Topic, r.Partition, b))
 		case indexOf(v.doomed, b) >= 0:
-			return kafkaErr(kerr.ReassignmentInProgress, "%s-%d: the replica on broker %d is still being deleted", r.Topic, r.Partition, b), nil
+			return refuse(kafkaErr(kerr.ReassignmentInProgress, "%s-%d: the replica on broker %d is still being deleted", r.Topic, r.Partition, b))
 		}
 	}
 	return ec.setReassignmentTarget(&v, slices.Clone(r.Replicas))
@@ -232,16 +236,17 @@ func (ec *eventCtx) electableLive() BrokerSet {
 
 // setReassignmentTarget moves a partition towards target, from no
 // reassignment, one in progress or one whose dropped replicas are still
-// being deleted. The first error is the partition's answer; the second
-// fails the event.
+// being deleted. The result is the partition's answer (Err set if the
+// change is refused); an error fails the event.
 //
 // Records are staged so that a failover between any two log entries of
 // the event leaves a state the view reads correctly: replicas that leave
 // are taken down the deletion path before the record that changes the
 // replica set, so they are never read as original replicas.
-func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (error, error) {
+func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (ReassignResult, error) {
 	p := v.p
 	ref := v.ref
+	res := ReassignResult{Topic: ref.name, Partition: ref.part}
 	dropped := minus(v.adding, target)
 	kept := append(slices.Clone(target), minus(v.original, target)...)
 	doomed := append(slices.Clone(v.doomed), dropped...)
@@ -249,11 +254,12 @@ func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (erro
 	adding := minus(target, v.original)
 	removing := append(minus(v.original, target), doomed...)
 	if slices.Equal(replicas, p.Replicas) && slices.Equal(adding, v.ra.Adding) && slices.Equal(removing, v.ra.Removing) {
-		return nil, nil
+		return res, nil
 	}
 	isr := minus(p.ISR, dropped)
 	if len(p.ISR) > 0 && len(isr) == 0 {
-		return kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: dropping %v would leave no in-sync replica (ISR %v)", ref.name, ref.part, dropped, p.ISR), nil
+		res.Err = kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: dropping %v would leave no in-sync replica (ISR %v)", ref.name, ref.part, dropped, p.ISR)
+		return res, nil
 	}
 	if p.Leader != rl.NoLeader && indexOf(dropped, p.Leader) >= 0 {
 		el, err := Elect(ReassignedElection, ElectionInput{
@@ -266,13 +272,13 @@ func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (erro
 		}
 		if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 			Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr}); err != nil {
-			return nil, err
+			return res, err
 		}
 		if leader == rl.NoLeader {
 			ec.log.Warn("leader dropped by a reassignment change and no kept replica can lead: partition offline", "topic", ref.name, "partition", ref.part)
 			ec.plan.updateMetadata(ref)
 			if _, err := ec.handlePartitionStateChanges([]partRef{ref}, rl.OfflinePartition, 0, nil); err != nil {
-				return nil, err
+				return res, err
 			}
 		}
 	}
@@ -281,28 +287,28 @@ func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (erro
 		drop = append(drop, replica{ref: ref, broker: b})
 	}
 	if err := ec.driveReplicaDeletions(drop, false); err != nil {
-		return nil, err
+		return res, err
 	}
 	p = ec.img().Partition(ref.id, ref.part)
 	// Whatever the deletions staged above, the replica set is the one
 	// computed: only states and the ISR changed.
 	if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 		Set: rl.ChangeReplicas | rl.ChangeReassignment, Replicas: replicas, Adding: adding, Removing: removing}); err != nil {
-		return nil, err
+		return res, err
 	}
 	if len(adding) > 0 || len(removing) > 0 {
 		ec.log.Info("reassignment set", "topic", ref.name, "partition", ref.part, "target", target, "adding", adding, "removing", removing)
 	}
 	if err := ec.createNewcomers(ref); err != nil {
-		return nil, err
+		return res, err
 	}
 	live, _ := ec.liveSet()
 	ec.plan.leaderAndIsr(ref, liveOf(kept, live), false)
 	nv := newReassignView(ec.img(), ec.img().Topic(ref.id), ref.part)
 	if _, err := ec.maybeCompleteReassignment(&nv); err != nil {
-		return nil, err
+		return res, err
 	}
-	return nil, nil
+	return res, nil
 }
 
 // createNewcomers creates the replicas of a partition's assignment that

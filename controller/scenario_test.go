@@ -953,7 +953,7 @@ func (s *scenario) formatRequests(r Requests) []string {
 		}
 	}
 	if l := r.LeaderAndIsr; l != nil {
-		ps := laiStates(l)
+		ps := leaderAndIsrStates(l)
 		s.sortStates(ps)
 		var items []string
 		for _, p := range ps {

@@ -38,7 +38,7 @@ func (c *Controller) UnregisterBroker(ctx context.Context, id int32) error {
 			return nil, err
 		}
 		ec.act.sessions.forget(id)
-		ec.plan.umAll = true
+		ec.plan.updateMetadataToAll = true
 		ec.log.Info("broker unregistered", "broker", id, "epoch", b.Epoch)
 		return nil, nil
 	}, nil)

@@ -1,8 +1,8 @@
 package controller
 
-// laiStates copies a LeaderAndIsr's partition states, for tests that
+// leaderAndIsrStates copies a LeaderAndIsr's partition states, for tests that
 // compare or sort them as values.
-func laiStates(l *LeaderAndIsr) []PartitionState {
+func leaderAndIsrStates(l *LeaderAndIsr) []PartitionState {
 	out := make([]PartitionState, 0, len(l.Partitions))
 	for _, ps := range l.Partitions {
 		out = append(out, *ps)
