@@ -82,6 +82,41 @@ func (c *Controller) IncrementalAlterTopicConfigs(ctx context.Context, topic str
 	return err
 }
 
+// ReplaceTopicConfigs makes configs a topic's complete config set, as the
+// legacy AlterConfigs request does: every key given is SET and every key
+// the topic sets that configs leaves out is DELETEd, in one event. The
+// keys to delete are worked out inside the event, against the image as the
+// round sees it, so a key set by a change that commits before this one is
+// deleted too: whatever order the two take, the topic ends with exactly
+// configs. The checks and their errors are IncrementalAlterTopicConfigs'
+// (a key given twice is INVALID_REQUEST).
+func (c *Controller) ReplaceTopicConfigs(ctx context.Context, topic string, configs []rl.ConfigEntry, validateOnly bool) error {
+	_, _, err := c.submit(ctx, "alter-topic-configs", func(ec *eventCtx) (any, error) {
+		return nil, ec.alterTopicConfigs(topic, replaceOps(ec.img(), topic, configs), validateOnly)
+	}, nil)
+	return err
+}
+
+// replaceOps turns a complete config set into SETs of its keys, in the
+// order given, and DELETEs of the keys the topic sets in r and the set
+// leaves out, in key order.
+func replaceOps(r fsm.Reader, topic string, configs []rl.ConfigEntry) []AlterConfig {
+	ops := make([]AlterConfig, 0, len(configs))
+	given := make(map[string]bool, len(configs))
+	for _, e := range configs {
+		ops = append(ops, AlterConfig{Key: e.Key, Value: e.Value, Op: ConfigSet})
+		given[e.Key] = true
+	}
+	if t := r.TopicByName(topic); t != nil {
+		for _, e := range t.Configs {
+			if !given[e.Key] {
+				ops = append(ops, AlterConfig{Key: e.Key, Op: ConfigDelete})
+			}
+		}
+	}
+	return ops
+}
+
 // DescribeTopicConfigs returns the configs a topic sets, sorted by key.
 // Keys the topic does not set are not listed: their value is the broker
 // default, which the controller does not know. It reads r as given (hold

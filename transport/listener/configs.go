@@ -122,8 +122,8 @@ type resourceKey struct {
 type alterOne struct {
 	topic string
 	ops   []controller.AlterConfig
-	// replace builds ops against the image at the time of the call
-	// (legacy AlterConfigs).
+	// replace is the complete config set of a legacy AlterConfigs: the
+	// controller works out what to delete inside its event.
 	replace []rl.ConfigEntry
 	err     error
 }
@@ -177,11 +177,9 @@ func (l *Listener) incrementalAlterHere(ctx context.Context, req *kmsg.Increment
 
 // alterConfigs serves the legacy AlterConfigs: the request gives a
 // topic's complete config set, so every key given is SET and every key
-// the topic sets but the request does not give is DELETEd, in one event.
-// The keys to delete are read from the active controller's image just
-// before: an acknowledged change is always in it, and a change concurrent
-// with this request may take effect before or after it, either of which
-// is a valid order. A null value counts as not given, as in Kafka.
+// the topic sets but the request does not give is DELETEd, in one event
+// (Controller.ReplaceTopicConfigs, which works out the keys to delete
+// inside that event). A null value counts as not given, as in Kafka.
 func (l *Listener) alterConfigs(ctx context.Context, c *kafkawire.Conn, req *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
 	resp := l.atActive(ctx, c, req, func(ctx context.Context) kmsg.Response {
 		return l.alterHere(ctx, req)
@@ -335,35 +333,15 @@ func (l *Listener) runAlters(ctx context.Context, keys []resourceKey, work []alt
 			w.err = err
 			continue
 		}
-		if w.replace != nil {
-			w.ops = l.replaceOps(w.topic, w.replace)
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if w.replace != nil {
+				w.err = l.node.Controller.ReplaceTopicConfigs(ctx, w.topic, w.replace, validateOnly)
+				return
+			}
 			w.err = l.node.Controller.IncrementalAlterTopicConfigs(ctx, w.topic, w.ops, validateOnly)
 		}()
 	}
 	wg.Wait()
-}
-
-// replaceOps turns a complete config set into SETs of its keys and
-// DELETEs of the keys the topic sets now and the set leaves out.
-func (l *Listener) replaceOps(topic string, entries []rl.ConfigEntry) []controller.AlterConfig {
-	ops := make([]controller.AlterConfig, 0, len(entries))
-	given := map[string]bool{}
-	for _, e := range entries {
-		ops = append(ops, controller.AlterConfig{Key: e.Key, Value: e.Value, Op: controller.ConfigSet})
-		given[e.Key] = true
-	}
-	l.node.FSM.View(func(im *fsm.Image) {
-		if t := im.TopicByName(topic); t != nil {
-			for _, e := range t.Configs {
-				if !given[e.Key] {
-					ops = append(ops, controller.AlterConfig{Key: e.Key, Op: controller.ConfigDelete})
-				}
-			}
-		}
-	})
-	return ops
 }
