@@ -39,6 +39,20 @@ const (
 	heartbeatInterval = "200ms"
 )
 
+// Raft snapshot settings of the voters, far below raft's defaults (8192
+// entries, 120 s, 10240 kept). The workload commits about 9 entries a
+// second (a controller round is one entry, whatever it decided), so each
+// voter snapshots every few seconds and keeps about a second of log
+// behind a snapshot: a follower killed, paused or cut off for a few
+// seconds comes back behind the leader's log and is sent a snapshot
+// (InstallSnapshot). The snapshots checker counts both in the voters'
+// logs.
+const (
+	snapshotThreshold = "32"
+	snapshotInterval  = "1s"
+	trailingLogs      = "8"
+)
+
 // clientIP is the address every client of the test binds: partitions cut
 // 127.0.0.1–3 only, so they never cut the test off from the cluster.
 const clientIP = "127.0.0.100"
@@ -148,6 +162,7 @@ func (l layout) specs(dataDir string) []nodeSpec {
 				"--raft-listener", l.addr(h, offRaft), "--listener", l.addr(h, offListener),
 				"--voters", strings.Join(voters, ","), "--voter-listeners", strings.Join(listeners, ","),
 				"--broker-listener", l.addr(h, offBroker), "--http-listener", l.addr(h, offHTTP),
+				"--raft-snapshot-threshold", snapshotThreshold, "--raft-snapshot-interval", snapshotInterval, "--raft-trailing-logs", trailingLogs,
 			}, common...),
 		})
 	}

@@ -422,6 +422,17 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		return ""
 	})
 
+	// Every broker agent's metadata against the active controller's, read
+	// until they agree: the agents' caches follow the voters, now at one
+	// index, by the controller's UpdateMetadata requests.
+	var brokerMeta *check.BrokerMetadataRead
+	if mr, err := newMetaReader(l.brokerAgents(), reader, l.listeners(), rng.IntN); err != nil {
+		t.Errorf("reading the brokers' metadata: %v", err)
+	} else {
+		brokerMeta = mr.settle(30 * time.Second)
+		mr.close()
+	}
+
 	// Every agent's records, one last time.
 	stopBackground()
 	for _, p := range ps.all {
@@ -436,8 +447,10 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		t.Errorf("writing the history as it happened: %v", err)
 	}
 
+	snapshots, snapErrs := voterSnapshots(ps)
 	run := report.Run{Seed: cfg.Seed, Duration: cfg.Duration, Nemesis: cfg.Nemesis, Skipped: cfg.Skipped, Started: started, Ended: ended,
-		Ops: rec.Ops(), Observations: col.observations(), Faults: timeline.Events(), Samples: smp.all(), Hashes: hashes, Final: final}
+		Ops: rec.Ops(), Observations: col.observations(), Faults: timeline.Events(), Samples: smp.all(), Hashes: hashes, Final: final,
+		BrokerMeta: brokerMeta, Snapshots: snapshots}
 	for _, f := range schedule {
 		run.Schedule = append(run.Schedule, f.String())
 	}
@@ -451,6 +464,9 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 	notes = append(notes, fmt.Sprintf("%d control-request records from %d agent lifetimes; %d leadership samples (%d reads without an answer)",
 		len(run.Observations), col.lifetimes(), len(run.Samples), smp.misses))
 	notes = append(notes, col.notes()...)
+	for _, e := range snapErrs {
+		notes = append(notes, "counting snapshots: "+e)
+	}
 	unexpected := append(ps.unexpectedExits(), ps.races()...)
 	for _, u := range unexpected {
 		notes = append(notes, "PROCESS FAILURE: "+u)

@@ -10,6 +10,7 @@
 //	samples.jsonl         partition leadership samples
 //	hashes.json           each voter's final state hash and index
 //	final.json            the final read of the topics
+//	brokermeta.json       the last read of every broker agent's metadata and the active controller's
 //	linearizability.html  porcupine's visualization, faults drawn on it
 //	summary.json          ops, faults, violations, recovery times
 //	summary.txt           the same, readable
@@ -30,6 +31,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/check"
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/history"
+	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/nemesis"
 )
 
 // Run is everything a run produced.
@@ -50,6 +52,11 @@ type Run struct {
 	Samples      []history.ClusterSample      `json:"-"`
 	Hashes       map[string]history.VoterHash `json:"-"`
 	Final        check.FinalRead              `json:"-"`
+	// BrokerMeta is the brokers' metadata read after the final heal
+	// (brokermeta.json), nil when it was not read.
+	BrokerMeta *check.BrokerMetadataRead `json:"-"`
+	// Snapshots are each voter's raft snapshots, counted in its log.
+	Snapshots []check.VoterSnapshots `json:"snapshots,omitempty"`
 }
 
 // Options tune Check.
@@ -93,11 +100,25 @@ func Check(run Run, dir string, opt Options) Checked {
 		check.ControllerEpochFencing(run.Observations),
 		check.EpochsMonotonic(run.Observations),
 		check.StateHashes(run.Hashes),
+		check.BrokerMetadata(run.BrokerMeta),
+		check.Snapshots(run.Snapshots, check.SnapshotOptions{Duration: run.Duration, VoterFaults: voterFaults(run.Faults)}),
 	)
 	rec, recs := check.RecoveryTimes(run.Faults, run.Ops, run.Samples, check.RecoveryOptions{Max: opt.MaxRecovery, End: run.Ended})
 	c.Results = append(c.Results, rec)
 	c.Recoveries = recs
 	return c
+}
+
+// voterFaults counts the faults applied to voters (every kind but the
+// broker ones).
+func voterFaults(faults []history.FaultEvent) int {
+	n := 0
+	for _, e := range faults {
+		if e.Phase == history.Start && e.Error == "" && !nemesis.Kind(e.Kind).Broker() {
+			n++
+		}
+	}
+	return n
 }
 
 // Dir creates a new report folder under base, named after the run's start
@@ -237,6 +258,9 @@ func Write(dir string, run Run, c Checked) (Summary, error) {
 	put("timeline.txt", []byte(tl.String()))
 	putJSON("hashes.json", run.Hashes)
 	putJSON("final.json", run.Final)
+	if run.BrokerMeta != nil {
+		putJSON("brokermeta.json", run.BrokerMeta)
+	}
 	putJSON("run.json", run)
 	putJSON("summary.json", s)
 	put("summary.txt", []byte(s.Text()))
@@ -259,6 +283,11 @@ func Load(dir string) (Run, error) {
 	readJSON("run.json", &run)
 	readJSON("hashes.json", &run.Hashes)
 	readJSON("final.json", &run.Final)
+	// A folder from before the broker-metadata check has none.
+	if _, err := os.Stat(filepath.Join(dir, "brokermeta.json")); err == nil {
+		run.BrokerMeta = &check.BrokerMetadataRead{}
+		readJSON("brokermeta.json", run.BrokerMeta)
+	}
 	var err error
 	if run.Ops, err = history.ReadFile[history.Op](filepath.Join(dir, "history.jsonl")); err != nil {
 		errs = append(errs, err)

@@ -116,3 +116,47 @@ func TestReportFolder(t *testing.T) {
 		t.Fatalf("re-checking the loaded run: %d violations", again.Violations())
 	}
 }
+
+// TestReportBrokerMetadataAndSnapshots: a ghost topic in a broker's cache
+// and a long run whose followers installed no snapshot are violations in
+// summary.txt, with the checkers' figures, and both survive a reload.
+func TestReportBrokerMetadataAndSnapshots(t *testing.T) {
+	run := sampleRun()
+	run.Duration = 5 * time.Minute
+	part := []check.MetaPartition{{Partition: 0, Leader: 1, LeaderEpoch: 2, Replicas: []int32{1}, ISR: []int32{1}}}
+	run.BrokerMeta = &check.BrokerMetadataRead{
+		Controller: check.MetadataView{Node: 1001, Brokers: []int32{1, 2}, Topics: []check.MetaTopic{{Name: "kept", ID: "k1", Partitions: part}}},
+		Brokers: []check.MetadataView{
+			{Node: 1, Topics: []check.MetaTopic{{Name: "kept", ID: "k1", Partitions: part}}},
+			{Node: 2, Topics: []check.MetaTopic{{Name: "kept", ID: "k1", Partitions: part}, {Name: "gone", ID: "g1", Partitions: part}}},
+		},
+		Reads: 4, Waited: 30 * time.Second,
+	}
+	run.Snapshots = []check.VoterSnapshots{{Voter: "1", Taken: 9}, {Voter: "2", Taken: 8, Sent: 1}, {Voter: "3", Taken: 9}}
+	dir := t.TempDir()
+	s, err := Write(dir, run, Check(run, dir, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Violations != 4 {
+		t.Errorf("%d violations, want the sample's 2, a ghost topic and no snapshot installed:\n%s", s.Violations, s.Text())
+	}
+	for _, want := range []string{`broker 2: ghost topic "gone" (id g1, 1 partitions)`,
+		"2 brokers read, 1 topics and 1 partitions of the active controller 1001 compared with each",
+		"snapshots: FAILED (1 violations) — 26 snapshots taken, 0 installed on a follower",
+		"no snapshot was installed on a follower in a run of 5m0s with 1 voter faults"} {
+		if !strings.Contains(s.Text(), want) {
+			t.Errorf("summary.txt lacks %q:\n%s", want, s.Text())
+		}
+	}
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.BrokerMeta, run.BrokerMeta) || !reflect.DeepEqual(back.Snapshots, run.Snapshots) {
+		t.Fatalf("loaded broker metadata %+v, snapshots %+v", back.BrokerMeta, back.Snapshots)
+	}
+	if again := Check(back, "", Options{}); again.Violations() != 4 {
+		t.Errorf("re-checking the loaded run: %d violations", again.Violations())
+	}
+}
