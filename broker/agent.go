@@ -78,6 +78,7 @@ import (
 	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
@@ -163,7 +164,7 @@ type Agent struct {
 	// controller is the active controller as last found, nil before.
 	controller *controllerNode
 
-	ctrl         *ctrlClient
+	ctrl         *kafkaclient.Controller
 	kick         chan struct{}
 	wantShutdown atomic.Bool
 	shutdownOK   chan struct{}
@@ -259,7 +260,7 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	a.srv = kafkawire.Serve(ln, wc)
 	if len(cfg.Controllers) > 0 {
-		a.ctrl = &ctrlClient{a: a, bootstrap: append([]string(nil), cfg.Controllers...)}
+		a.ctrl = a.controllerClient(cfg.Controllers)
 		go a.run()
 	} else {
 		close(a.done)
@@ -303,7 +304,7 @@ func (a *Agent) Close() error {
 		close(a.stop)
 		<-a.done
 		if a.ctrl != nil {
-			a.ctrl.close()
+			a.ctrl.Close()
 		}
 		err = a.srv.Close()
 	})

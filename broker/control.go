@@ -8,7 +8,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,18 +17,33 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
-// ctrlClient is the agent's connection to the active controller. It finds
-// the controller by asking any bootstrap listener for Metadata (the
-// ControllerID and that node's address in the broker list), and forgets
-// the connection on any transport error or NOT_CONTROLLER, so the next
+// controllerClient is the agent's connection to the active controller
+// (see kafkaclient.Controller): found through the bootstrap addresses,
+// over TLS, presenting the broker's certificate and accepting only a
+// configured voter's, when the agent has certificates (plain TCP
+// otherwise), logged in with the agent's SASL mechanism, if any. It is
+// forgotten on any transport error or NOT_CONTROLLER, so the next
 // request finds the controller again.
-type ctrlClient struct {
-	a         *Agent
-	bootstrap []string
-
-	mu   sync.Mutex
-	conn *kafkaclient.Conn
-	next int
+func (a *Agent) controllerClient(bootstrap []string) *kafkaclient.Controller {
+	nd := a.cfg.Dialer
+	if nd == nil {
+		nd = &net.Dialer{}
+	}
+	opts := kafkaclient.Options{
+		ClientID:    "ctrlquorum-broker-" + strconv.Itoa(int(a.cfg.BrokerID)),
+		Dial:        nd.DialContext,
+		DialTimeout: a.cfg.RequestTimeout,
+		SASL:        a.cfg.SASL,
+	}
+	if a.cfg.TLS != nil {
+		opts.Dial = a.cfg.TLS.Dialer(nd, a.voterCheck())
+	}
+	return kafkaclient.NewController(kafkaclient.ControllerConfig{Bootstrap: bootstrap, Options: opts, Found: func(n kafkaclient.Node) {
+		a.mu.Lock()
+		a.controller = &controllerNode{id: n.ID, host: n.Host, port: n.Port}
+		a.mu.Unlock()
+		a.log.Debug("found the active controller", "controller", n.ID, "addr", n.Addr())
+	}})
 }
 
 // controllerNode is the active controller as the agent last found it.
@@ -37,123 +51,6 @@ type controllerNode struct {
 	id   int32
 	host string
 	port int32
-}
-
-func (c *ctrlClient) clientID() string {
-	return "ctrlquorum-broker-" + strconv.Itoa(int(c.a.cfg.BrokerID))
-}
-
-// do sends one request to the active controller at the highest version
-// both sides know.
-func (c *ctrlClient) do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn == nil {
-		if err := c.discoverLocked(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.conn.Pick(req, 0); err != nil {
-		c.dropLocked()
-		return nil, err
-	}
-	resp, err := c.conn.Request(ctx, req)
-	if err != nil {
-		c.dropLocked()
-		return nil, err
-	}
-	return resp, nil
-}
-
-// invalidate forgets the controller (it answered NOT_CONTROLLER).
-func (c *ctrlClient) invalidate() {
-	c.mu.Lock()
-	c.dropLocked()
-	c.mu.Unlock()
-}
-
-func (c *ctrlClient) close() { c.invalidate() }
-
-func (c *ctrlClient) dropLocked() {
-	if c.conn != nil {
-		_ = c.conn.Close()
-		c.conn = nil
-	}
-}
-
-// dial connects to a controller listener: over TLS, presenting the
-// broker's certificate and accepting only a configured voter's, when the
-// agent has certificates; plain TCP otherwise.
-func (c *ctrlClient) dial(ctx context.Context, addr string, opts kafkaclient.Options) (*kafkaclient.Conn, error) {
-	opts.SASL = c.a.cfg.SASL
-	nd := c.a.cfg.Dialer
-	if nd == nil {
-		nd = &net.Dialer{}
-	}
-	opts.Dial = nd.DialContext
-	if c.a.cfg.TLS != nil {
-		opts.Dial = c.a.cfg.TLS.Dialer(nd, c.a.voterCheck())
-	}
-	return kafkaclient.Dial(ctx, addr, opts)
-}
-
-func (c *ctrlClient) discoverLocked(ctx context.Context) error {
-	opts := kafkaclient.Options{ClientID: c.clientID(), DialTimeout: c.a.cfg.RequestTimeout}
-	var errs []error
-	n := len(c.bootstrap)
-	for i := 0; i < n; i++ {
-		addr := c.bootstrap[(c.next+i)%n]
-		conn, err := c.dial(ctx, addr, opts)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		md := kmsg.NewPtrMetadataRequest()
-		md.Topics = []kmsg.MetadataRequestTopic{} // brokers and controller only
-		if err := conn.Pick(md, 1); err != nil {
-			_ = conn.Close()
-			errs = append(errs, err)
-			continue
-		}
-		resp, err := conn.Request(ctx, md)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("metadata from %s: %w", addr, err))
-			_ = conn.Close()
-			continue
-		}
-		mr := resp.(*kmsg.MetadataResponse)
-		caddr := ""
-		var node controllerNode
-		for _, b := range mr.Brokers {
-			if b.NodeID == mr.ControllerID {
-				caddr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-				node = controllerNode{id: b.NodeID, host: b.Host, port: b.Port}
-			}
-		}
-		if mr.ControllerID < 0 || caddr == "" {
-			_ = conn.Close()
-			errs = append(errs, fmt.Errorf("%s knows no active controller", addr))
-			continue
-		}
-		if caddr != addr {
-			_ = conn.Close()
-			if conn, err = c.dial(ctx, caddr, opts); err != nil {
-				errs = append(errs, fmt.Errorf("controller %d at %s: %w", mr.ControllerID, caddr, err))
-				continue
-			}
-		}
-		// Start the next search elsewhere, so a bootstrap address that
-		// keeps pointing at a dead node is not the only one asked.
-		c.next = (c.next + i + 1) % n
-		c.conn = conn
-		c.a.mu.Lock()
-		c.a.controller = &node
-		c.a.mu.Unlock()
-		c.a.log.Debug("found the active controller", "controller", mr.ControllerID, "addr", caddr)
-		return nil
-	}
-	c.next = (c.next + 1) % n
-	return fmt.Errorf("no active controller found: %w", errors.Join(errs...))
 }
 
 // backoff is an exponential backoff with jitter.
@@ -248,15 +145,12 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := a.ctrl.do(rctx, req)
+	resp, err := a.ctrl.Request(rctx, req)
 	if err != nil {
 		return err
 	}
 	r := resp.(*kmsg.BrokerRegistrationResponse)
 	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-		if errors.Is(err, kerr.NotController) {
-			a.ctrl.invalidate()
-		}
 		return fmt.Errorf("registration: %w", err)
 	}
 	a.mu.Lock()
@@ -282,7 +176,7 @@ func (a *Agent) heartbeat(ctx context.Context) error {
 	req.WantShutdown = want
 	rctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := a.ctrl.do(rctx, req)
+	resp, err := a.ctrl.Request(rctx, req)
 	if err != nil {
 		return err
 	}
@@ -290,7 +184,6 @@ func (a *Agent) heartbeat(ctx context.Context) error {
 	switch err := kerr.ErrorForCode(r.ErrorCode); {
 	case err == nil:
 	case errors.Is(err, kerr.NotController):
-		a.ctrl.invalidate()
 		return err
 	case errors.Is(err, kerr.StaleBrokerEpoch), errors.Is(err, kerr.BrokerIDNotRegistered):
 		a.log.Info("controller no longer knows this registration: registering again", "error", err, "broker_epoch", req.BrokerEpoch)
@@ -386,15 +279,12 @@ func (a *Agent) alterPartitionOnce(ctx context.Context, st PartitionState, broke
 	req.Topics = []kmsg.AlterPartitionRequestTopic{t}
 	rctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := a.ctrl.do(rctx, req)
+	resp, err := a.ctrl.Request(rctx, req)
 	if err != nil {
 		return PartitionState{}, err
 	}
 	r := resp.(*kmsg.AlterPartitionResponse)
 	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-		if errors.Is(err, kerr.NotController) {
-			a.ctrl.invalidate()
-		}
 		return PartitionState{}, err
 	}
 	for _, rt := range r.Topics {

@@ -1,0 +1,331 @@
+package kafkaclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Node is a node of the cluster as a Metadata answer lists it.
+type Node struct {
+	ID   int32
+	Host string
+	Port int32
+}
+
+// Addr is the node's host:port.
+func (n Node) Addr() string { return net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port))) }
+
+// ErrNotController is wrapped by the errors of answers that say the node
+// asked is not, or no longer, the active controller. A check passed to
+// Controller.Do returns it (wrapped) to have the request sent again to
+// the controller found anew.
+var ErrNotController = errors.New("not the active controller")
+
+// NotController returns an error wrapping ErrNotController and the Kafka
+// error when code is NOT_CONTROLLER, and nil otherwise: the check of an
+// answer's error code for Controller.Do.
+func NotController(code int16) error {
+	if err := kerr.ErrorForCode(code); errors.Is(err, kerr.NotController) {
+		return fmt.Errorf("%w: %v", ErrNotController, err)
+	}
+	return nil
+}
+
+// ControllerConfig configures a Controller.
+type ControllerConfig struct {
+	// Bootstrap are host:port addresses of the cluster's listeners.
+	Bootstrap []string
+	// Options are those of every connection, to the bootstrap addresses
+	// and to the controller.
+	Options Options
+	// Permanent, if set, returns the error to stop on when a connection
+	// failed with err in a way that every node and every retry will
+	// repeat (a refused login), and nil for an error worth retrying.
+	Permanent func(err error) error
+	// Found, if set, is told each controller found.
+	Found func(Node)
+}
+
+// Controller is a connection to a cluster's active controller. It finds
+// the controller by asking the bootstrap addresses, one after another,
+// for Metadata (brokers and controller only): its ControllerID and that
+// node's entry in the broker list give the controller's address. A node
+// that is not itself the bootstrap address asked is asked again, and must
+// name itself: a standby's view may be behind. The connection is kept
+// until a request on it fails or its answer says NOT_CONTROLLER; the next
+// request finds the controller again. Requests are serialized.
+type Controller struct {
+	cfg ControllerConfig
+
+	mu   sync.Mutex
+	conn *Conn
+	node Node
+	next int // where the next search starts
+}
+
+// NewController returns a Controller; it connects on the first request.
+func NewController(cfg ControllerConfig) *Controller {
+	cfg.Bootstrap = append([]string(nil), cfg.Bootstrap...)
+	return &Controller{cfg: cfg}
+}
+
+// Request sends req to the active controller, found first when there is
+// no connection, at the highest version both sides know, once. An error,
+// or an answer saying NOT_CONTROLLER (see notControllerAnswer), forgets
+// the connection; the answer is returned as it came.
+func (c *Controller) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	resp, _, err := c.request(ctx, req)
+	return resp, err
+}
+
+// request is Request that also says whether the answer was
+// NOT_CONTROLLER, and returns a *findError when no controller was found.
+func (c *Controller) request(ctx context.Context, req kmsg.Request) (kmsg.Response, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		if err := c.findLocked(ctx); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := c.conn.Pick(req, 0); err != nil {
+		c.dropLocked()
+		return nil, false, err
+	}
+	resp, err := c.conn.Request(ctx, req)
+	if err != nil {
+		c.dropLocked()
+		return nil, false, err
+	}
+	notCtrl := notControllerAnswer(resp, c.node.ID)
+	if notCtrl {
+		c.dropLocked()
+	}
+	return resp, notCtrl, nil
+}
+
+// retryInterval is the pause of Do between attempts.
+const retryInterval = 200 * time.Millisecond
+
+// Do is Request until the active controller takes req, or ctx ends: it
+// finds the controller again while none is known (an election), after a
+// request that broke the connection or could not reach the node, and
+// after an answer that says NOT_CONTROLLER, by its top-level code (see
+// notControllerAnswer) or by check, which inspects the answer and returns
+// an error wrapping ErrNotController to have it sent again. Any other
+// error of check is returned. A failure that Permanent names ends Do at
+// once.
+func (c *Controller) Do(ctx context.Context, req kmsg.Request, check func(kmsg.Response) error) (kmsg.Response, error) {
+	for {
+		resp, notCtrl, err := c.request(ctx, req)
+		var fe *findError
+		switch {
+		case errors.As(err, &fe):
+			if fe.stop != nil {
+				return nil, fe.stop
+			}
+		case err != nil:
+			if !retriable(err) || ctx.Err() != nil {
+				return nil, err
+			}
+		case notCtrl:
+			err = fmt.Errorf("%w: %s answered NOT_CONTROLLER", ErrNotController, kmsg.NameForKey(req.Key()))
+		case check != nil:
+			if err = check(resp); err != nil {
+				if !errors.Is(err, ErrNotController) || ctx.Err() != nil {
+					return nil, err
+				}
+				c.Invalidate()
+			}
+		}
+		if err == nil {
+			return resp, nil
+		}
+		select {
+		case <-ctx.Done():
+			if fe != nil {
+				return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+			}
+			return nil, err
+		case <-time.After(retryInterval):
+		}
+	}
+}
+
+// retriable reports whether a request that failed with err may go again,
+// to the controller found anew: the connection had broken, the node could
+// not be reached, or the request timed out.
+func retriable(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, ErrBroken) || errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// Invalidate forgets the connection: the next request finds the
+// controller again.
+func (c *Controller) Invalidate() {
+	c.mu.Lock()
+	c.dropLocked()
+	c.mu.Unlock()
+}
+
+// Close closes the connection; a later request opens a new one.
+func (c *Controller) Close() { c.Invalidate() }
+
+func (c *Controller) dropLocked() {
+	if c.conn != nil {
+		_ = c.conn.Close()
+		c.conn = nil
+	}
+}
+
+// findError is a search that found no controller, with the error of each
+// address tried, and the one Permanent named if it stopped the search.
+type findError struct {
+	errs []error
+	stop error
+}
+
+func (e *findError) Error() string {
+	return fmt.Sprintf("no active controller found: %v", errors.Join(e.errs...))
+}
+
+func (e *findError) Unwrap() []error { return e.errs }
+
+// findLocked asks each bootstrap address in turn, from c.next, for the
+// active controller and connects to it.
+func (c *Controller) findLocked(ctx context.Context) error {
+	var errs []error
+	n := len(c.cfg.Bootstrap)
+	if n == 0 {
+		return &findError{errs: []error{errors.New("no bootstrap address")}}
+	}
+	for i := 0; i < n; i++ {
+		addr := c.cfg.Bootstrap[(c.next+i)%n]
+		conn, node, err := c.ask(ctx, addr)
+		if err != nil {
+			errs = append(errs, err)
+			if stop := c.permanent(err); stop != nil {
+				return &findError{errs: errs, stop: stop}
+			}
+			continue
+		}
+		if conn.Addr() != node.Addr() {
+			_ = conn.Close()
+			var named Node
+			conn, named, err = c.ask(ctx, node.Addr())
+			if err == nil && named.ID != node.ID {
+				_ = conn.Close()
+				err = fmt.Errorf("%w: node %d names %d", ErrNotController, node.ID, named.ID)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("controller %d at %s: %w", node.ID, node.Addr(), err))
+				if stop := c.permanent(err); stop != nil {
+					return &findError{errs: errs, stop: stop}
+				}
+				continue
+			}
+		}
+		// Start the next search elsewhere, so a bootstrap address that
+		// keeps pointing at a dead node is not the only one asked.
+		c.next = (c.next + i + 1) % n
+		c.conn, c.node = conn, node
+		if c.cfg.Found != nil {
+			c.cfg.Found(node)
+		}
+		return nil
+	}
+	c.next = (c.next + 1) % n
+	return &findError{errs: errs}
+}
+
+func (c *Controller) permanent(err error) error {
+	if c.cfg.Permanent == nil {
+		return nil
+	}
+	return c.cfg.Permanent(err)
+}
+
+// ask connects to addr and asks it for the active controller. The
+// connection is returned open when the answer names one.
+func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) {
+	conn, err := Dial(ctx, addr, c.cfg.Options)
+	if err != nil {
+		return nil, Node{}, err
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Topics = []kmsg.MetadataRequestTopic{} // brokers and controller only
+	if err := conn.Pick(md, 1); err != nil {
+		_ = conn.Close()
+		return nil, Node{}, err
+	}
+	resp, err := conn.Request(ctx, md)
+	if err != nil {
+		_ = conn.Close()
+		return nil, Node{}, fmt.Errorf("metadata from %s: %w", addr, err)
+	}
+	mr := resp.(*kmsg.MetadataResponse)
+	for _, b := range mr.Brokers {
+		if b.NodeID == mr.ControllerID && mr.ControllerID >= 0 {
+			return conn, Node{ID: b.NodeID, Host: b.Host, Port: b.Port}, nil
+		}
+	}
+	_ = conn.Close()
+	return nil, Node{}, fmt.Errorf("%s knows no active controller", addr)
+}
+
+// notControllerAnswer reports whether resp, the controller self's answer,
+// says it is not the active controller: a Metadata or DescribeCluster
+// answer naming another controller, or the NOT_CONTROLLER code where the
+// answers of the controller's APIs carry it — at the top level, or for
+// those without one in the first item, as franz-go's kgo reads them.
+func notControllerAnswer(resp kmsg.Response, self int32) bool {
+	var code int16
+	switch r := resp.(type) {
+	case *kmsg.MetadataResponse:
+		return r.ControllerID != self
+	case *kmsg.DescribeClusterResponse:
+		return r.ErrorCode == 0 && r.ControllerID != self
+	case *kmsg.CreateTopicsResponse:
+		if len(r.Topics) > 0 {
+			code = r.Topics[0].ErrorCode
+		}
+	case *kmsg.DeleteTopicsResponse:
+		if len(r.Topics) > 0 {
+			code = r.Topics[0].ErrorCode
+		}
+	case *kmsg.CreatePartitionsResponse:
+		if len(r.Topics) > 0 {
+			code = r.Topics[0].ErrorCode
+		}
+	case *kmsg.ElectLeadersResponse:
+		code = r.ErrorCode
+		if code == 0 && len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 {
+			code = r.Topics[0].Partitions[0].ErrorCode
+		}
+	case *kmsg.AlterPartitionAssignmentsResponse:
+		code = r.ErrorCode
+	case *kmsg.ListPartitionReassignmentsResponse:
+		code = r.ErrorCode
+	case *kmsg.DescribeQuorumResponse:
+		code = r.ErrorCode
+	case *kmsg.BrokerRegistrationResponse:
+		code = r.ErrorCode
+	case *kmsg.BrokerHeartbeatResponse:
+		code = r.ErrorCode
+	case *kmsg.AlterPartitionResponse:
+		code = r.ErrorCode
+	case *kmsg.UnregisterBrokerResponse:
+		code = r.ErrorCode
+	}
+	return code == kerr.NotController.Code
+}
