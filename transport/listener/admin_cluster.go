@@ -223,7 +223,7 @@ func (l *Listener) probeFollower(ctx context.Context, p PeerListener, hw uint64,
 	rt.Topic = metadataTopic
 	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
 	req.Topics = append(req.Topics, rt)
-	resp, err := callAuth(ctx, l.cfg.Dial, l.cfg.Security.PeerSASL, p.addr(), probeClientID, req)
+	resp, err := l.callVoter(ctx, p, probeClientID, req)
 	if err != nil {
 		l.log.Debug("quorum probe failed", "voter", p.NodeID, "error", err)
 		return
