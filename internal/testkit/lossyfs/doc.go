@@ -38,7 +38,10 @@
 //     nothing; nor do msync or sync_file_range. Permission bits, owners
 //     and times are not modelled: they are kept as they are.
 //
-// Cut applies one of two outcomes to the queue:
+// Cut cuts the power when it is called; CutAfter arms a cut that happens
+// right after the n-th change from then on, inside the request that made
+// it, so that the cut lands between a write and its sync. Either applies
+// one of two outcomes to the queue:
 //
 //   - DropUnsynced: every pending change is lost. The durable state is
 //     what was synced, nothing more.

@@ -2,6 +2,7 @@ package lossyfs
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +28,16 @@ type server struct {
 	handles  map[uint64]*handle
 	nextFh   uint64
 	uid, gid uint32
+
+	backing string
+	// The power cut: armed counts the changes still to come before an
+	// armed one; report and err are its outcome; done is closed then.
+	armed    int
+	armMode  Mode
+	armRng   *rand.Rand
+	report   *CutReport
+	storeErr error
+	done     chan struct{}
 }
 
 // handle is an open file or directory.
@@ -42,13 +53,48 @@ type dirent struct {
 	mode uint32
 }
 
-func newServer(m *model) *server {
-	return &server{
+func newServer(m *model, backing string) *server {
+	s := &server{
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
 		m:             m,
 		handles:       map[uint64]*handle{},
 		uid:           uint32(syscall.Getuid()),
 		gid:           uint32(syscall.Getgid()),
+		backing:       backing,
+		done:          make(chan struct{}),
+	}
+	m.afterChange = s.afterChange
+	return s
+}
+
+// cut cuts the power now, or returns the cut that happened; the caller
+// holds mu.
+func (s *server) cut(mode Mode, rng *rand.Rand) (CutReport, error) {
+	if s.report == nil {
+		r := s.m.cut(mode, rng)
+		s.report = &r
+		s.storeErr = s.m.store(s.backing)
+		close(s.done)
+	}
+	return *s.report, s.storeErr
+}
+
+// stop ends the file system in a clean shutdown; the caller holds mu.
+func (s *server) stop() error {
+	if s.report == nil {
+		r := s.m.flush()
+		s.report = &r
+		s.storeErr = s.m.store(s.backing)
+		close(s.done)
+	}
+	return s.storeErr
+}
+
+func (s *server) afterChange() {
+	if s.armed > 0 {
+		if s.armed--; s.armed == 0 {
+			_, _ = s.cut(s.armMode, s.armRng)
+		}
 	}
 }
 

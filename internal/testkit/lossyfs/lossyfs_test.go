@@ -480,3 +480,51 @@ func TestCleanUnmountKeepsEverything(t *testing.T) {
 	}
 	checkTree(t, "the mount", f.Dir(), map[string]string{"x/": "", "x/y/": "", "x/y/f": "never synced"})
 }
+
+func TestCutAfterAChange(t *testing.T) {
+	f := lossyfs.MountForTest(t)
+	p := filepath.Join(f.Dir(), "f")
+	create(t, p, nil, true)
+	syncPath(t, f.Dir())
+	file, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	done, err := f.CutAfter(3, lossyfs.DropUnsynced, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string) error {
+		_, err := file.Write([]byte(s))
+		return err
+	}
+	// Three changes: the third one succeeds, and the power goes right
+	// after it; syncs do not count.
+	if err := write("one,"); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("two,"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		t.Fatal("the power went after two changes")
+	default:
+	}
+	if err := write("three"); err != nil {
+		t.Fatalf("the change that cuts the power: %v", err)
+	}
+	<-done
+	if err := file.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync after the cut: %v, want EIO", err)
+	}
+	r, err := f.Cut(lossyfs.KeepPrefix, nil)
+	if err != nil || r.Mode != lossyfs.DropUnsynced || r.Pending != 2 || r.LostBytes() != 9 {
+		t.Fatalf("report %v, %v: want the armed cut, which lost two writes of 9 bytes", r, err)
+	}
+	checkTree(t, "the backing directory", f.Backing(), map[string]string{"f": "one,"})
+}

@@ -212,6 +212,8 @@ type model struct {
 
 	syncs   int // fsyncs of files and directories
 	changes int // changes made, synced or not
+
+	afterChange func() // called after each change is recorded
 }
 
 // load reads dir into a model whose two states are both what dir holds.
@@ -306,10 +308,16 @@ func (m *model) change(o *op) {
 	m.vis.apply(o, 0, len(o.b))
 	m.pending = append(m.pending, o)
 	m.changes++
+	if m.afterChange != nil {
+		m.afterChange()
+	}
 }
 
 // syncWhere makes durable, in their order, the pending changes that match.
 func (m *model) syncWhere(match func(*op) bool) {
+	if m.dead {
+		return // the power is off
+	}
 	m.syncs++
 	kept := m.pending[:0]
 	for _, o := range m.pending {
@@ -492,9 +500,12 @@ func (m *model) cut(mode Mode, rng *rand.Rand) CutReport {
 	return r
 }
 
-// flush makes every pending change durable: what a clean shutdown does.
-func (m *model) flush() {
+// flush makes every pending change durable and stops the model: what a
+// clean shutdown does.
+func (m *model) flush() CutReport {
 	m.syncWhere(func(*op) bool { return true })
+	m.dead = true
+	return CutReport{Mode: DropUnsynced, Syncs: m.syncs, Changes: m.changes}
 }
 
 // store writes the durable state into dir, replacing what dir holds.

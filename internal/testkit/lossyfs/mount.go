@@ -1,7 +1,6 @@
 package lossyfs
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -34,7 +33,6 @@ type FS struct {
 	mu  sync.Mutex
 	srv *fuse.Server // nil while unmounted
 	fs  *server
-	cut *CutReport // the cut of the current mount, if any
 }
 
 // Available reports what this host lacks to mount a lossy file system:
@@ -81,7 +79,7 @@ func (f *FS) Mount() error {
 	if err != nil {
 		return err
 	}
-	s := newServer(m)
+	s := newServer(m, f.backing)
 	srv, err := fuse.NewServer(s, f.dir, &fuse.MountOptions{
 		FsName:             "lossyfs",
 		Name:               "lossyfs",
@@ -98,7 +96,7 @@ func (f *FS) Mount() error {
 		_ = srv.Unmount()
 		return fmt.Errorf("lossyfs: mount %s: %w", f.dir, err)
 	}
-	f.srv, f.fs, f.cut = srv, s, nil
+	f.srv, f.fs = srv, s
 	return nil
 }
 
@@ -111,26 +109,43 @@ func (f *FS) Backing() string { return f.backing }
 // Cut cuts the power: the changes not yet synced are lost as mode says
 // (KeepPrefix draws from rng which to keep), the backing directory is
 // written with what survived, and from now on every operation on the
-// mount fails with EIO. Operations in progress finish first; a second
-// Cut of the same mount returns the first one's report.
+// mount fails with EIO. Operations in progress finish first. Once the
+// power is cut (by Cut or CutAfter), Cut returns that cut's report and
+// error.
 func (f *FS) Cut(mode Mode, rng *rand.Rand) (CutReport, error) {
+	s, err := f.server()
+	if err != nil {
+		return CutReport{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cut(mode, rng)
+}
+
+// CutAfter arms a power cut that happens right after the n-th change from
+// now (a write, a truncate, a creation, a removal or a rename; syncs are
+// not changes) reaches the file system: that change succeeds, so a cut
+// always finds at least it unsynced, and everything after fails. The
+// returned channel is closed once the power is cut, by this or by Cut;
+// Cut then returns the report.
+func (f *FS) CutAfter(n int, mode Mode, rng *rand.Rand) (<-chan struct{}, error) {
+	s, err := f.server()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed, s.armMode, s.armRng = max(n, 1), mode, rng
+	return s.done, nil
+}
+
+func (f *FS) server() (*server, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.srv == nil {
-		return CutReport{}, errors.New("lossyfs: cut of an unmounted file system")
+		return nil, fmt.Errorf("lossyfs: %s is not mounted", f.dir)
 	}
-	if f.cut != nil {
-		return *f.cut, nil
-	}
-	s := f.fs
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.m.cut(mode, rng)
-	f.cut = &r
-	if err := s.m.store(f.backing); err != nil {
-		return r, err
-	}
-	return r, nil
+	return f.fs, nil
 }
 
 // Unmount unmounts f. Without a cut it is a clean shutdown: every change
@@ -142,18 +157,12 @@ func (f *FS) Unmount() error {
 	if f.srv == nil {
 		return nil
 	}
-	if f.cut == nil {
-		s := f.fs
-		s.mu.Lock()
-		s.m.flush()
-		r := CutReport{Mode: DropUnsynced, Syncs: s.m.syncs, Changes: s.m.changes}
-		s.m.dead = true
-		err := s.m.store(f.backing)
-		s.mu.Unlock()
-		f.cut = &r
-		if err != nil {
-			return err
-		}
+	s := f.fs
+	s.mu.Lock()
+	err := s.stop()
+	s.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	if err := f.srv.Unmount(); err != nil {
 		return fmt.Errorf("lossyfs: unmount %s: %w", f.dir, err)
