@@ -68,6 +68,7 @@ func OpenStores(dir string, logger hclog.Logger) (*Stores, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	missing := outermostMissing(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftlog: create data dir: %w", err)
 	}
@@ -97,13 +98,85 @@ func OpenStores(dir string, logger hclog.Logger) (*Stores, error) {
 	if err != nil {
 		return fail(fmt.Errorf("raftlog: snapshot store: %w", err))
 	}
+	// Bolt does not sync the directory it creates raft.db in, raft the one
+	// it creates snapshots/ in, nor MkdirAll the parents of what it
+	// creates: until they are synced a power cut can take those names, and
+	// with them the term, the vote and the entries raft was told are
+	// stored.
+	if err := syncCreated(dir, missing); err != nil {
+		return fail(fmt.Errorf("raftlog: %w", err))
+	}
 	return &Stores{
 		Log:       cached,
 		Stable:    bolt,
-		Snapshots: snaps,
+		Snapshots: syncedSnapshots{FileSnapshotStore: snaps, dir: filepath.Join(dir, "snapshots")},
 		bolt:      bolt,
 		log:       log,
 	}, nil
+}
+
+// syncedSnapshots is raft's file snapshot store with the directory of each
+// new snapshot synced when it is closed. Raft syncs the snapshot's files
+// and, after renaming the snapshot's directory into snapshots/, that
+// directory, but never the snapshot's own directory: a power cut can then
+// leave it without its files, which raft skips as an invalid snapshot,
+// after raft had dropped the log entries it covers (a follower that
+// installed a snapshot from the leader keeps none before it) and could no
+// longer start.
+type syncedSnapshots struct {
+	*raft.FileSnapshotStore
+	dir string // where raft keeps the snapshots, a directory each
+}
+
+func (s syncedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration,
+	confIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.FileSnapshotStore.Create(version, index, term, conf, confIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	return syncedSink{SnapshotSink: sink, dir: s.dir}, nil
+}
+
+type syncedSink struct {
+	raft.SnapshotSink
+	dir string
+}
+
+// Close completes the snapshot as raft does, then syncs its directory:
+// raft compacts the log only after Close returned nil.
+func (s syncedSink) Close() error {
+	if err := s.SnapshotSink.Close(); err != nil {
+		return err
+	}
+	return logstore.SyncDir(filepath.Join(s.dir, s.ID()))
+}
+
+// outermostMissing returns the outermost directory on the way to dir that
+// does not exist yet, or "" when dir exists.
+func outermostMissing(dir string) string {
+	missing := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			return missing
+		}
+		missing = d
+		if filepath.Dir(d) == d {
+			return missing
+		}
+	}
+}
+
+// syncCreated syncs dir and, up to the parent of missing, each directory
+// that holds one created since outermostMissing returned missing.
+func syncCreated(dir, missing string) error {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if err := logstore.SyncDir(d); err != nil {
+			return err
+		}
+		if missing == "" || d == filepath.Dir(missing) || filepath.Dir(d) == d {
+			return nil
+		}
+	}
 }
 
 // HasExistingState reports whether the directory already holds raft state

@@ -85,8 +85,17 @@ func Open(dir string, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("logstore: create %s: %w", dir, err)
+	}
+	// A new directory's name is durable only once its parent is synced:
+	// until then a power cut can take it with every append acknowledged
+	// in it.
+	if errors.Is(statErr, os.ErrNotExist) && !opts.noSync {
+		if err := SyncDir(filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
