@@ -256,8 +256,10 @@ func withBothCAs(t *testing.T, files tlsconfig.Files, other, cluster *tlstest.PK
 // that is not configured, or a broker's certificate, send every raft RPC
 // that could disturb the quorum (see hostileRPCs) to every voter: each
 // RPC fails, each voter logs one refused handshake per RPC naming the
-// stranger, no voter's term, leader or state moves, and the cluster keeps
-// committing. A process with a configured voter's certificate gets an
+// stranger, none of them reaches raft (no voter takes the term they carry,
+// and the only campaigns any voter hears are voters' own elections, which
+// a loaded host may cause), and the cluster keeps committing under one
+// leader. A process with a configured voter's certificate gets an
 // answer through the same kind of transport, so the refusals are the
 // voters' verdict on the certificates and nothing else.
 func TestTLSRaftClusterRefusesStrangers(t *testing.T) {
@@ -278,6 +280,14 @@ func TestTLSRaftClusterRefusesStrangers(t *testing.T) {
 		if err != nil || resp.Granted {
 			t.Fatalf("configured voter's certificate: RequestVote to voter %s: granted=%v error %v", v.ID(), resp.Granted, err)
 		}
+	}
+
+	// From here on, what reaches raft's vote handling is recorded.
+	observed := make([]*voteRequests, len(c.voters))
+	voterAddrs := make([]string, len(c.voters))
+	for i, v := range c.voters {
+		observed[i] = observeVoteRequests(t, v.Raft())
+		voterAddrs[i] = v.Addr()
 	}
 
 	other := tlstest.NewPKI(t, "another CA")
@@ -317,19 +327,33 @@ func TestTLSRaftClusterRefusesStrangers(t *testing.T) {
 			})
 		}
 	}
-	for _, v := range c.voters {
-		if got := v.Raft().CurrentTerm(); got != term {
-			t.Errorf("voter %s moved from term %d to %d", v.ID(), term, got)
-		}
-		if _, id := v.LeaderID(); id != leader.ID() {
-			t.Errorf("voter %s follows %q, not %s", v.ID(), id, leader.ID())
+	// Every stranger RPC carries term+100: had one reached raft, its
+	// receiver would have taken that term. A loaded host may still see
+	// elections among the voters (a leader stalled past its lease), which
+	// show as vote requests from voters' addresses; a TimeoutNow that got
+	// through would show as a leadership-transfer campaign.
+	var heard []campaign
+	for i := range c.voters {
+		heard = append(heard, observed[i].campaigns()...)
+	}
+	for _, cp := range heard {
+		if !slices.Contains(voterAddrs, cp.addr) || cp.transfer || cp.term >= term+100 {
+			t.Errorf("a voter's raft heard a campaign that is not a voter's own election: %+v (voters at %v)", cp, voterAddrs)
 		}
 	}
-	if !leader.IsLeader() {
-		t.Error("the leader lost leadership")
+	for _, v := range c.voters {
+		if got := v.Raft().CurrentTerm(); got >= term+100 || (got != term && len(heard) == 0) {
+			t.Errorf("voter %s moved from term %d to %d (vote requests heard: %+v)", v.ID(), term, got, heard)
+		}
 	}
 	c.apply(20)
 	c.converged(40)
+	_, leaderNow := c.voters[0].LeaderID()
+	for _, v := range c.voters {
+		if _, id := v.LeaderID(); id != leaderNow || !slices.ContainsFunc(c.voters, func(w *voter.Voter) bool { return w.ID() == id }) {
+			t.Errorf("voter %s follows %q; voter %s follows %q", v.ID(), id, c.voters[0].ID(), leaderNow)
+		}
+	}
 	for i, f := range c.fsms {
 		if n := f.n.Load(); n >= 1<<40 {
 			t.Errorf("voter %s restored the stranger's snapshot (count %d)", c.voters[i].ID(), n)
@@ -588,11 +612,20 @@ func tlsDial(certs *tlsconfig.Reloader, addr string) (*probeConn, error) {
 	return &probeConn{Conn: c, serial: c.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()}, nil
 }
 
-// voteRequests collects who sent the vote and pre-vote requests that
-// reached one voter's raft.
+// voteRequests collects the vote and pre-vote requests that reached one
+// voter's raft.
 type voteRequests struct {
 	mu   sync.Mutex
-	from []string
+	seen []campaign
+}
+
+// campaign is one vote or pre-vote request as raft received it.
+type campaign struct {
+	id, addr string
+	term     uint64
+	// transfer: the candidate campaigns because it was told to take over
+	// (TimeoutNow), not because its leader went quiet.
+	transfer bool
 }
 
 func observeVoteRequests(t *testing.T, r *raft.Raft) *voteRequests {
@@ -610,15 +643,15 @@ func observeVoteRequests(t *testing.T, r *raft.Raft) *voteRequests {
 	go func() {
 		defer close(done)
 		for o := range ch {
-			var id []byte
+			var c campaign
 			switch req := o.Data.(type) {
 			case raft.RequestVoteRequest:
-				id = req.ID
+				c = campaign{id: string(req.ID), addr: string(req.Addr), term: req.Term, transfer: req.LeadershipTransfer}
 			case raft.RequestPreVoteRequest:
-				id = req.ID
+				c = campaign{id: string(req.ID), addr: string(req.Addr), term: req.Term}
 			}
 			v.mu.Lock()
-			v.from = append(v.from, string(id))
+			v.seen = append(v.seen, c)
 			v.mu.Unlock()
 		}
 	}()
@@ -630,8 +663,16 @@ func observeVoteRequests(t *testing.T, r *raft.Raft) *voteRequests {
 	return v
 }
 
-func (v *voteRequests) senders() []string {
+func (v *voteRequests) campaigns() []campaign {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return slices.Clone(v.from)
+	return slices.Clone(v.seen)
+}
+
+func (v *voteRequests) senders() []string {
+	var ids []string
+	for _, c := range v.campaigns() {
+		ids = append(ids, c.id)
+	}
+	return ids
 }
