@@ -164,8 +164,8 @@ func (*memSink) Close() error  { return nil }
 // A refused restore leaves the image as it was.
 //
 // The checksum would stop nearly every mutation at the door, so an input
-// whose only fault is its checksum is restored with the checksum fixed,
-// and the body decoder is also fuzzed directly.
+// is restored with its checksum fixed, and the body decoder is also
+// fuzzed directly.
 //
 //	go test -run '^$' -fuzz '^FuzzRestore$' ./fsm
 func FuzzRestore(f *testing.F) {
@@ -185,16 +185,16 @@ func FuzzRestore(f *testing.F) {
 			written[string(b)] = true
 		}
 	}
+	empty, _ := New(Options{}).StateHash()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > len(snapshotMagic)+1 {
 			r := &reader{b: data, pos: 0}
 			_, _ = readBody(r)
 		}
-		if _, err := decodeSnapshot(data); errors.Is(err, errSnapshotChecksum) {
+		if n := len(data); n >= 4 && binary.BigEndian.Uint32(data[n-4:]) != crc32.Checksum(data[:n-4], castagnoli) {
 			data = withChecksum(data)
 		}
 		a := New(Options{})
-		empty, _ := a.StateHash()
 		if err := a.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 			if h, i := a.StateHash(); h != empty || i != 0 {
 				t.Fatalf("a refused restore (%v) changed the image", err)
