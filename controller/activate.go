@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 // ActivationStats describes the last activation, for logs and benchmarks.
@@ -83,29 +81,16 @@ func (c *Controller) activate(a *activation) error {
 	if err := c.cfg.Log.Barrier(c.cfg.ApplyTimeout).Error(); err != nil {
 		return fmt.Errorf("barrier: %w", err)
 	}
-	a.sessions = newSessions()
-	ev := c.newEvent("activate", nil)
-	ev.compute = func(ec *eventCtx) (any, error) {
-		cur, _ := ec.img().ControllerEpoch()
-		if err := ec.stageEach(&rl.ControllerEpoch{Epoch: cur + 1, NodeID: c.cfg.NodeID}); err != nil {
-			return nil, err
+	a.managers = newManagers(c.cfg.NodeID, c.cfg.SessionTimeout)
+	ev := c.newEvent("activate", func(m *managers, w *work) (eventOutcome, error) {
+		epoch, err := m.quorum.activate(w)
+		if err != nil {
+			return eventOutcome{}, err
 		}
-		a.epoch = cur + 1
-		n := 0
-		for _, b := range ec.img().Brokers() {
-			if !b.Fenced {
-				a.sessions.touch(b.ID, ec.now.Add(c.cfg.SessionTimeout))
-				a.sessions.needCatchUp[b.ID] = true
-				n++
-			}
-		}
-		// A full UpdateMetadata: it names every topic, so a broker that
-		// missed a deletion under the previous controller forgets the
-		// topic (a broker's own catch-up may never come: this request
-		// already brings its metadata offset past the activation).
-		ec.plan.updateMetadataToAll, ec.plan.fullUpdateMetadata = true, true
-		return n, nil
-	}
+		res := m.cluster.activate(w)
+		res.epoch = epoch.epoch
+		return respond(res, nil)
+	})
 	if _, err := c.runRound(a, []*event{ev}); err != nil {
 		return err
 	}
@@ -113,7 +98,7 @@ func (c *Controller) activate(a *activation) error {
 	if r.err != nil {
 		return r.err
 	}
-	a.catchUpBelow = r.index
+	a.managers.cluster.activated(r.index)
 	stats := ActivationStats{Epoch: a.epoch, Started: a.started, Ready: c.cfg.Clock.Now(), Brokers: r.value.(int)}
 	c.mu.Lock()
 	c.lastStats = stats
@@ -122,25 +107,15 @@ func (c *Controller) activate(a *activation) error {
 		"took", stats.Ready.Sub(stats.Started).String())
 	// Resumption runs as the first ordinary event, after the node is ready.
 	select {
-	case a.events <- c.resumeEvent():
+	case a.events <- c.newEvent("resume", computeResume):
 	default:
 		c.log.Warn("event queue full: work in progress resumes with the next session check")
 	}
 	return nil
 }
 
-// resumeEvent finishes what the log shows in progress (see reconcile) and
-// then runs the resumers of multi-step work such as deletions.
-func (c *Controller) resumeEvent() *event {
-	return c.newEvent("resume", func(ec *eventCtx) (any, error) {
-		if err := ec.reconcile(); err != nil {
-			return nil, err
-		}
-		for _, r := range c.resumers {
-			if err := r(ec); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
-	})
+// computeResume finishes what the log shows in progress (see
+// replicationManager.resume).
+func computeResume(m *managers, w *work) (eventOutcome, error) {
+	return answer(nil, m.replication.resume(w))
 }

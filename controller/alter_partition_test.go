@@ -62,9 +62,9 @@ func admShutdown(h *harness, id int32) {
 
 // admRun runs fn as an event on the loop, for setting up states that no
 // public call produces directly.
-func admRun(h *harness, fn func(ec *eventCtx) error) {
+func admRun(h *harness, fn func(m *managers, w *work) error) {
 	h.t.Helper()
-	if _, _, err := h.c.submit(h.ctx, "test", func(ec *eventCtx) (any, error) { return nil, fn(ec) }, nil); err != nil {
+	if _, _, err := h.c.submit(h.ctx, "test", func(m *managers, w *work) (eventOutcome, error) { return answer(nil, fn(m, w)) }, nil); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -141,8 +141,8 @@ func TestAlterPartitionRefused(t *testing.T) {
 			r.Partitions[0].Partition = 7
 		}, item: kerr.UnknownTopicOrPartition, msg: "t-7"},
 		{name: "topic being deleted", setup: func(h *harness) {
-			admRun(h, func(ec *eventCtx) error {
-				return ec.stageEach(&rl.BeginDeleteTopic{TopicID: ec.img().TopicByName("t").ID})
+			admRun(h, func(m *managers, w *work) error {
+				return w.stageEach(&rl.BeginDeleteTopic{TopicID: w.img().TopicByName("t").ID})
 			})
 		}, item: kerr.UnknownTopicOrPartition},
 		{name: "requester is not the leader", mutate: func(h *harness, r *AlterPartitionRequest) {
@@ -172,8 +172,8 @@ func TestAlterPartitionRefused(t *testing.T) {
 			mutate: func(h *harness, r *AlterPartitionRequest) { r.Partitions[0].NewISR = []int32{1, 2, 3} },
 			item:   kerr.IneligibleReplica, msg: "controlled shutdown"},
 		{name: "new member's replica is offline", setup: func(h *harness) {
-			admRun(h, func(ec *eventCtx) error {
-				_, err := ec.handleReplicaStateChanges([]replica{{ref: admRef(h, "t", 0), broker: 3}}, rl.OfflineReplica)
+			admRun(h, func(m *managers, w *work) error {
+				_, err := m.replication.handleReplicaStateChanges(w, []replica{{ref: admRef(h, "t", 0), broker: 3}}, rl.OfflineReplica)
 				return err
 			})
 		}, mutate: func(h *harness, r *AlterPartitionRequest) { r.Partitions[0].NewISR = []int32{1, 2, 3} },
@@ -328,14 +328,14 @@ func TestAlterPartitionUnchangedISR(t *testing.T) {
 // up: it must be able to join the ISR.
 func TestAlterPartitionNewReplicaMayJoin(t *testing.T) {
 	h := apSetup(t)
-	admRun(h, func(ec *eventCtx) error {
+	admRun(h, func(m *managers, w *work) error {
 		ref := admRef(h, "t", 0)
-		p := ec.img().Partition(ref.id, 0)
-		if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: 0, PartitionEpoch: p.PartitionEpoch,
+		p := w.img().Partition(ref.id, 0)
+		if err := w.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: 0, PartitionEpoch: p.PartitionEpoch,
 			Set: rl.ChangeReplicas | rl.ChangeReassignment, Replicas: []int32{1, 2, 3, 4}, Adding: []int32{4}}); err != nil {
 			return err
 		}
-		_, err := ec.handleReplicaStateChanges([]replica{{ref: ref, broker: 4}}, rl.NewReplica)
+		_, err := m.replication.handleReplicaStateChanges(w, []replica{{ref: ref, broker: 4}}, rl.NewReplica)
 		return err
 	})
 	p := h.partition("t", 0)

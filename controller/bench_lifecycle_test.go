@@ -136,8 +136,8 @@ func BenchmarkPreferredRebalance1M(b *testing.B) {
 				ctx := context.Background()
 
 				start := time.Now()
-				if _, _, err := h.c.submit(ctx, "fence", func(ec *eventCtx) (any, error) {
-					return nil, ec.fenceBroker(ec.img().Broker(1))
+				if _, _, err := h.c.submit(ctx, "fence", func(m *managers, w *work) (eventOutcome, error) {
+					return answer(nil, m.cluster.fence(w, w.img().Broker(1)))
 				}, nil); err != nil {
 					b.Fatal(err)
 				}

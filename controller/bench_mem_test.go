@@ -83,8 +83,8 @@ func BenchmarkControllerOnly(b *testing.B) {
 		}
 		b.ReportMetric(float64(time.Since(start).Milliseconds()), "shutdown-ms")
 		start = time.Now()
-		if _, _, err := h.c.submit(context.Background(), "fence", func(ec *eventCtx) (any, error) {
-			return nil, ec.fenceBroker(ec.img().Broker(2))
+		if _, _, err := h.c.submit(context.Background(), "fence", func(m *managers, w *work) (eventOutcome, error) {
+			return answer(nil, m.cluster.fence(w, w.img().Broker(2)))
 		}, nil); err != nil {
 			b.Fatal(err)
 		}
@@ -101,17 +101,17 @@ func BenchmarkFenceCompute(b *testing.B) {
 		h.register(id, "")
 	}
 	h.loadImage(100_000, 10)
-	a := &activation{epoch: 1, sessions: newSessions()}
+	m := newManagers(1, time.Hour)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		h.fsm.View(func(im *fsm.Image) {
 			round := fsm.NewTxn(im, im.AppliedIndex()+1)
-			ec := &eventCtx{c: h.c, act: a, txn: round, plan: newPlan(), log: h.c.log}
-			if err := ec.fenceBroker(ec.img().Broker(2)); err != nil {
+			w := newWork(round, time.Time{}, h.c.log)
+			if err := m.cluster.fence(w, w.img().Broker(2)); err != nil {
 				b.Fatal(err)
 			}
-			if ec.txn.Len() < 10_000 {
-				b.Fatalf("only %d records", ec.txn.Len())
+			if w.txn.Len() < 10_000 {
+				b.Fatalf("only %d records", w.txn.Len())
 			}
 		})
 	}

@@ -159,8 +159,8 @@ func BenchmarkBrokerEvents1M(b *testing.B) {
 			sims[id].stop()
 			led := c.ledBy(id)
 			start := time.Now()
-			_, _, err := n.Controller.submit(context.Background(), "bench-fence", func(ec *eventCtx) (any, error) {
-				return nil, ec.fenceBroker(ec.img().Broker(id))
+			_, _, err := n.Controller.submit(context.Background(), "bench-fence", func(m *managers, w *work) (eventOutcome, error) {
+				return answer(nil, m.cluster.fence(w, w.img().Broker(id)))
 			}, nil)
 			took := time.Since(start)
 			if err != nil {

@@ -30,8 +30,8 @@ func TestBrokerSlicesChangeNothing(t *testing.T) {
 		if err != nil || !r.ShouldShutDown {
 			t.Fatalf("controlled shutdown: %+v %v", r, err)
 		}
-		if _, _, err := h.c.submit(context.Background(), "fence", func(ec *eventCtx) (any, error) {
-			return nil, ec.fenceBroker(ec.img().Broker(3))
+		if _, _, err := h.c.submit(context.Background(), "fence", func(m *managers, w *work) (eventOutcome, error) {
+			return answer(nil, m.cluster.fence(w, w.img().Broker(3)))
 		}, nil); err != nil {
 			t.Fatal(err)
 		}

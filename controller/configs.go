@@ -13,6 +13,16 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
+// configManager owns the topics' configurations (Kafka's
+// ConfigurationControlManager): incremental changes, the legacy
+// AlterConfigs' replacement of a whole set, and the checks of keys and
+// values (configs_keys.go) that topic creation uses too. Everything it
+// decides from is in the image. Turning unclean leader election on has the
+// replication manager elect the leaderless partitions in the same work.
+type configManager struct {
+	replication *replicationManager
+}
+
 // ConfigOp is an IncrementalAlterConfigs operation, with Kafka's wire
 // values.
 type ConfigOp int8
@@ -76,8 +86,8 @@ const uncleanElectionKey = "unclean.leader.election.enable"
 // KRaft controller does: an operator who enables it wants the offline
 // partitions back now, not at the next broker change.
 func (c *Controller) IncrementalAlterTopicConfigs(ctx context.Context, topic string, ops []AlterConfig, validateOnly bool) error {
-	_, _, err := c.submit(ctx, "alter-topic-configs", func(ec *eventCtx) (any, error) {
-		return nil, ec.alterTopicConfigs(topic, ops, validateOnly)
+	_, _, err := c.submit(ctx, "alter-topic-configs", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(nil, m.configs.alterTopicConfigs(w, topic, ops, validateOnly))
 	}, nil)
 	return err
 }
@@ -91,10 +101,16 @@ func (c *Controller) IncrementalAlterTopicConfigs(ctx context.Context, topic str
 // configs. The checks and their errors are IncrementalAlterTopicConfigs'
 // (a key given twice is INVALID_REQUEST).
 func (c *Controller) ReplaceTopicConfigs(ctx context.Context, topic string, configs []rl.ConfigEntry, validateOnly bool) error {
-	_, _, err := c.submit(ctx, "alter-topic-configs", func(ec *eventCtx) (any, error) {
-		return nil, ec.alterTopicConfigs(topic, replaceOps(ec.img(), topic, configs), validateOnly)
+	_, _, err := c.submit(ctx, "alter-topic-configs", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(nil, m.configs.replaceTopicConfigs(w, topic, configs, validateOnly))
 	}, nil)
 	return err
+}
+
+// replaceTopicConfigs sets configs as the topic's complete set: the keys
+// to delete are those the topic sets in the view and configs leaves out.
+func (m *configManager) replaceTopicConfigs(w *work, topic string, configs []rl.ConfigEntry, validateOnly bool) error {
+	return m.alterTopicConfigs(w, topic, replaceOps(w.img(), topic, configs), validateOnly)
 }
 
 // replaceOps turns a complete config set into SETs of its keys, in the
@@ -132,8 +148,8 @@ func DescribeTopicConfigs(r fsm.Reader, topic string) ([]rl.ConfigEntry, error) 
 	return out, nil
 }
 
-func (ec *eventCtx) alterTopicConfigs(topic string, ops []AlterConfig, validateOnly bool) error {
-	t := ec.img().TopicByName(topic)
+func (m *configManager) alterTopicConfigs(w *work, topic string, ops []AlterConfig, validateOnly bool) error {
+	t := w.img().TopicByName(topic)
 	if t == nil || t.Deleting {
 		return kafkaErr(kerr.UnknownTopicOrPartition, "topic %q", topic)
 	}
@@ -190,27 +206,27 @@ func (ec *eventCtx) alterTopicConfigs(topic string, ops []AlterConfig, validateO
 	}
 	sort.Slice(changes, func(i, j int) bool { return changes[i].key < changes[j].key })
 	for _, ch := range changes {
-		if err := ec.stageEach(&rl.TopicConfig{TopicID: t.ID, Key: ch.key, Value: ch.value, Delete: ch.del}); err != nil {
+		if err := w.stageEach(&rl.TopicConfig{TopicID: t.ID, Key: ch.key, Value: ch.value, Delete: ch.del}); err != nil {
 			return err
 		}
 	}
 	if len(changes) > 0 {
-		ec.log.Info("topic configs changed", "topic", t.Name, "keys", len(changes))
+		w.log.Info("topic configs changed", "topic", t.Name, "keys", len(changes))
 	}
 	if enableUnclean {
 		var leaderless []partRef
-		for _, ref := range ec.topicPartitionRefs(t) {
-			if ec.img().Partition(ref.id, ref.part).Leader == rl.NoLeader {
+		for _, ref := range w.topicPartitionRefs(t) {
+			if w.img().Partition(ref.id, ref.part).Leader == rl.NoLeader {
 				leaderless = append(leaderless, ref)
 			}
 		}
 		if len(leaderless) > 0 {
-			failed, err := ec.electUnclean(leaderless)
+			failed, err := m.replication.electUnclean(w, leaderless)
 			if err != nil {
 				return err
 			}
 			for _, ref := range sortedRefs(failed) {
-				ec.log.Warn("unclean election after enabling it: partition stays leaderless", "topic", ref.name, "partition", ref.part, "error", failed[ref])
+				w.log.Warn("unclean election after enabling it: partition stays leaderless", "topic", ref.name, "partition", ref.part, "error", failed[ref])
 			}
 		}
 	}

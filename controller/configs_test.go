@@ -195,8 +195,8 @@ func TestDescribeTopicConfigs(t *testing.T) {
 	}
 	_, err = cfgDescribe(h, "nope")
 	admCode(t, "unknown topic", err, kerr.UnknownTopicOrPartition)
-	admRun(h, func(ec *eventCtx) error {
-		return ec.stageEach(&rl.BeginDeleteTopic{TopicID: ec.img().TopicByName("t").ID})
+	admRun(h, func(m *managers, w *work) error {
+		return w.stageEach(&rl.BeginDeleteTopic{TopicID: w.img().TopicByName("t").ID})
 	})
 	_, err = cfgDescribe(h, "t")
 	admCode(t, "topic being deleted", err, kerr.UnknownTopicOrPartition)

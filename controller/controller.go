@@ -80,10 +80,12 @@ type Controller struct {
 	mu        sync.Mutex
 	active    *activation // nil while idle
 	lastStats ActivationStats
-
-	// resumers are run by the first event after activation, to pick up
-	// multi-step work (deletions, reassignments) where the log left it.
-	resumers []func(*eventCtx) error
+	// balance is the automatic rebalance's settings (SetBalance), which
+	// balanceSets counts; balanceChanged tells the active loop that they
+	// changed.
+	balance        BalanceConfig
+	balanceSets    uint64
+	balanceChanged chan struct{}
 
 	// computed, if set (tests only), is told which events the loop
 	// computed at a time, and whether over a round still committing.
@@ -94,9 +96,6 @@ type Controller struct {
 type activation struct {
 	epoch   int32
 	started time.Time
-	// catchUpBelow is the index of the activation entry: a broker whose
-	// first heartbeat reports less is sent what changed since.
-	catchUpBelow uint64
 	// events is this activation's queue: an event queued during one term
 	// is never picked up by the next.
 	events chan *event
@@ -104,18 +103,18 @@ type activation struct {
 	done   chan struct{}
 	ready  chan struct{}
 	failed error
-	// loop-owned state
-	sessions *sessions
+	// managers are the term's handlers and the state they own.
+	managers *managers
 }
 
 // New returns an idle controller.
 func New(cfg Config) *Controller {
 	cfg.setDefaults()
 	return &Controller{
-		cfg: cfg,
-		log: cfg.Logger.Named("controller"),
-		// Deletions and reassignments carry on after a failover.
-		resumers: standardResumers(),
+		cfg:            cfg,
+		log:            cfg.Logger.Named("controller"),
+		balance:        defaultBalance,
+		balanceChanged: make(chan struct{}, 1),
 	}
 }
 
@@ -144,21 +143,30 @@ type eventResult struct {
 	err   error
 }
 
-// event is one unit of controller work: compute stages its records in the
-// event's own Txn and plans its requests; after the round commits, the
-// caller gets the value, with the index of the entry that carries it.
+// computeFunc is an event's compute: it calls handlers of the managers
+// with the event's work, and hands the loop their outcome.
+type computeFunc func(m *managers, w *work) (eventOutcome, error)
+
+// event is one unit of controller work: compute runs its handlers, which
+// stage records in the event's own work and plan its requests; after the
+// round commits, the caller gets the value, with the index of the entry
+// that carries it.
 type event struct {
 	name     string
 	enqueued time.Time
-	compute  func(ec *eventCtx) (any, error)
+	compute  computeFunc
 	// finish, if set, runs after commit to turn the value into the final
 	// result (for example to put the committed index in a response).
 	finish func(value any, index uint64) any
-	done   chan eventResult
+	// then, if set, is run by the loop once the event is answered, with
+	// its result, and returns the event to run next (nil for none): the
+	// loop's own multi-event work (a rebalance's runs) goes on this way.
+	then func(eventResult) *event
+	done chan eventResult
 }
 
 // newEvent makes an event stamped with the time it is queued.
-func (c *Controller) newEvent(name string, compute func(*eventCtx) (any, error)) *event {
+func (c *Controller) newEvent(name string, compute computeFunc) *event {
 	return &event{name: name, enqueued: c.cfg.Clock.Now(), compute: compute, done: make(chan eventResult, 1)}
 }
 
@@ -170,7 +178,7 @@ type call struct {
 }
 
 // enqueue queues an event without waiting for it.
-func (c *Controller) enqueue(ctx context.Context, name string, compute func(*eventCtx) (any, error), finish func(any, uint64) any) call {
+func (c *Controller) enqueue(ctx context.Context, name string, compute computeFunc, finish func(any, uint64) any) call {
 	c.mu.Lock()
 	a := c.active
 	c.mu.Unlock()
@@ -216,7 +224,7 @@ func (cl call) wait(ctx context.Context) (any, uint64, error) {
 // submit queues an event and waits for its result. It fails with
 // ErrNotController when the node is not active or stops being active
 // before the event commits.
-func (c *Controller) submit(ctx context.Context, name string, compute func(*eventCtx) (any, error), finish func(any, uint64) any) (any, uint64, error) {
+func (c *Controller) submit(ctx context.Context, name string, compute computeFunc, finish func(any, uint64) any) (any, uint64, error) {
 	return c.enqueue(ctx, name, compute, finish).wait(ctx)
 }
 

@@ -41,8 +41,8 @@ func TestCreatePartitionsRefused(t *testing.T) {
 		{name: "unknown topic", reqs: []CreatePartitions{{Topic: "nope", Count: 3}},
 			want: []*kerr.Error{kerr.UnknownTopicOrPartition}, msg: "nope"},
 		{name: "topic being deleted", setup: func(h *harness) {
-			admRun(h, func(ec *eventCtx) error {
-				return ec.stageEach(&rl.BeginDeleteTopic{TopicID: ec.img().TopicByName("t").ID})
+			admRun(h, func(m *managers, w *work) error {
+				return w.stageEach(&rl.BeginDeleteTopic{TopicID: w.img().TopicByName("t").ID})
 			})
 		}, reqs: []CreatePartitions{{Topic: "t", Count: 3}}, want: []*kerr.Error{kerr.UnknownTopicOrPartition}},
 		{name: "same count", reqs: []CreatePartitions{{Topic: "t", Count: 2}},

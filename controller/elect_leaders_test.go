@@ -86,8 +86,8 @@ func TestElectLeaders(t *testing.T) {
 		{name: "unknown topic and partition", typ: PreferredLeaderElection, parts: []TopicPartition{{"nope", 0}, {"t", 9}},
 			want: []string{"nope-0", "t-9"}, errs: map[string]*kerr.Error{"nope-0": kerr.UnknownTopicOrPartition, "t-9": kerr.UnknownTopicOrPartition}, same: true},
 		{name: "topic being deleted", setup: func(h *harness) {
-			admRun(h, func(ec *eventCtx) error {
-				return ec.stageEach(&rl.BeginDeleteTopic{TopicID: ec.img().TopicByName("t").ID})
+			admRun(h, func(m *managers, w *work) error {
+				return w.stageEach(&rl.BeginDeleteTopic{TopicID: w.img().TopicByName("t").ID})
 			})
 		}, typ: UncleanLeaderElection, parts: []TopicPartition{{"t", 0}},
 			want: []string{"t-0"}, errs: map[string]*kerr.Error{"t-0": kerr.UnknownTopicOrPartition}, same: true},
@@ -189,13 +189,13 @@ func TestElectLeadersUncleanKeepsLiveISR(t *testing.T) {
 	h := elSetup(t)
 	// t-0 without a leader while ISR members are live (a state that only
 	// a failover in the middle of an election leaves behind).
-	admRun(h, func(ec *eventCtx) error {
+	admRun(h, func(m *managers, w *work) error {
 		ref := admRef(h, "t", 0)
-		p := ec.img().Partition(ref.id, 0)
-		if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: 0, PartitionEpoch: p.PartitionEpoch, Set: rl.ChangeLeader, Leader: rl.NoLeader}); err != nil {
+		p := w.img().Partition(ref.id, 0)
+		if err := w.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: 0, PartitionEpoch: p.PartitionEpoch, Set: rl.ChangeLeader, Leader: rl.NoLeader}); err != nil {
 			return err
 		}
-		_, err := ec.handlePartitionStateChanges([]partRef{ref}, rl.OfflinePartition, 0, nil)
+		_, err := m.replication.handlePartitionStateChanges(w, []partRef{ref}, rl.OfflinePartition, 0, nil)
 		return err
 	})
 	admFence(h, 1)

@@ -39,7 +39,7 @@ func (c *Controller) NodeID() int32 { return c.cfg.NodeID }
 // new ones, the broker-failure transitions run for brokers that are not
 // live (those a ZooKeeper-era controller may have died before running),
 // partitions without a leader get an Offline election, and then the
-// activation's reconcile and resumers run (pending deletions and
+// activation's resumption runs (pending deletions and
 // reassignments carry on).
 func (c *Controller) Import(ctx context.Context, records []rl.Record) (uint64, error) {
 	if ok, _ := c.Active(); !ok {
@@ -77,33 +77,14 @@ func (c *Controller) Import(ctx context.Context, records []rl.Record) (uint64, e
 	// of its registration, so it can only be unfenced once that committed.
 	var registered []*rl.RegisterBroker
 	if u.epoch > 0 || len(u.brokers) > 0 {
-		v, idx, err := c.submit(ctx, "import-brokers", func(ec *eventCtx) (any, error) {
-			cur, _ := ec.img().ControllerEpoch()
-			for e := cur + 1; e <= u.epoch; e++ {
-				if err := ec.stageEach(&rl.ControllerEpoch{Epoch: e, NodeID: c.cfg.NodeID}); err != nil {
-					return nil, err
-				}
+		v, idx, err := c.submit(ctx, "import-brokers", func(m *managers, w *work) (eventOutcome, error) {
+			epoch, err := m.quorum.raiseEpoch(w, u.epoch)
+			if err != nil {
+				return eventOutcome{}, err
 			}
-			var regs []*rl.RegisterBroker
-			for _, rb := range u.brokers {
-				if ec.img().Broker(rb.BrokerID) != nil {
-					continue
-				}
-				if err := ec.stageEach(rb); err != nil {
-					return nil, err
-				}
-				regs = append(regs, rb)
-			}
-			if u.epoch > cur {
-				// Requests of this round on are sent under the new epoch.
-				c.mu.Lock()
-				ec.act.epoch = u.epoch
-				c.mu.Unlock()
-				ec.plan.updateMetadataToAll = true
-				ec.log.Info("controller epoch raised by import", "from", cur, "to", u.epoch)
-			}
-			ec.endRound = len(regs) > 0
-			return regs, nil
+			res, err := m.cluster.importBrokers(w, u.brokers)
+			res.epoch = epoch.epoch
+			return respond(res, err)
 		}, nil)
 		if err != nil {
 			return 0, fmt.Errorf("import brokers: %w", err)
@@ -112,20 +93,8 @@ func (c *Controller) Import(ctx context.Context, records []rl.Record) (uint64, e
 		registered = v.([]*rl.RegisterBroker)
 	}
 	if len(registered) > 0 {
-		_, idx, err := c.submit(ctx, "import-unfence", func(ec *eventCtx) (any, error) {
-			for _, rb := range registered {
-				b := ec.img().Broker(rb.BrokerID)
-				if b == nil || !b.Fenced || b.Incarnation != rb.IncarnationID {
-					continue
-				}
-				if err := ec.stageEach(&rl.UnfenceBroker{BrokerID: b.ID, BrokerEpoch: b.Epoch}); err != nil {
-					return nil, err
-				}
-				ec.act.sessions.touch(b.ID, ec.now.Add(c.cfg.SessionTimeout))
-				ec.act.sessions.needCatchUp[b.ID] = true
-			}
-			ec.plan.updateMetadataToAll = true
-			return nil, nil
+		_, idx, err := c.submit(ctx, "import-unfence", func(m *managers, w *work) (eventOutcome, error) {
+			return respond(m.cluster.importUnfence(w, registered))
 		}, nil)
 		if err != nil {
 			return last, fmt.Errorf("import brokers: unfence: %w", err)
@@ -160,16 +129,8 @@ func (c *Controller) Import(ctx context.Context, records []rl.Record) (uint64, e
 		}
 	}
 	for _, pack := range packs {
-		inflight = append(inflight, c.enqueue(ctx, "import-topics", func(ec *eventCtx) (any, error) {
-			for _, t := range pack {
-				if ec.img().Topic(t.id) != nil {
-					continue // imported meanwhile
-				}
-				if err := ec.stageEach(t.records...); err != nil {
-					return nil, fmt.Errorf("topic %q: %w", t.name, err)
-				}
-			}
-			return nil, nil
+		inflight = append(inflight, c.enqueue(ctx, "import-topics", func(m *managers, w *work) (eventOutcome, error) {
+			return answer(nil, m.replication.importTopics(w, pack))
 		}, nil))
 		drain(window - 1)
 		if firstErr != nil {
@@ -184,8 +145,8 @@ func (c *Controller) Import(ctx context.Context, records []rl.Record) (uint64, e
 		return last, nil
 	}
 
-	_, idx, err := c.submit(ctx, "import-settle", func(ec *eventCtx) (any, error) {
-		return nil, ec.settleImport(todo)
+	_, idx, err := c.submit(ctx, "import-settle", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(nil, m.replication.settleImport(w, todo))
 	}, nil)
 	if err != nil {
 		return last, fmt.Errorf("import settle: %w", err)
@@ -256,13 +217,27 @@ func splitImport(records []rl.Record) (*importUnits, error) {
 	return u, nil
 }
 
+// importTopics stages the records of the imported topics the view does
+// not have yet.
+func (m *replicationManager) importTopics(w *work, pack []*importTopic) error {
+	for _, t := range pack {
+		if w.img().Topic(t.id) != nil {
+			continue // imported meanwhile
+		}
+		if err := w.stageEach(t.records...); err != nil {
+			return fmt.Errorf("topic %q: %w", t.name, err)
+		}
+	}
+	return nil
+}
+
 // settleImport runs, over the imported topics, what an active controller
 // would have run had it been in charge: new partitions come online, the
 // broker-failure transitions of brokers that are not live, then the
-// activation's reconcile and resumers.
-func (ec *eventCtx) settleImport(topics []*importTopic) error {
-	im := ec.img()
-	live, _ := ec.liveSet()
+// activation's resumption (see resume).
+func (m *replicationManager) settleImport(w *work, topics []*importTopic) error {
+	im := w.img()
+	live, _ := w.liveSet()
 	dead := map[int32]bool{}
 	var fresh []partRef
 	var freshReps []replica
@@ -290,23 +265,23 @@ func (ec *eventCtx) settleImport(topics []*importTopic) error {
 		})
 	}
 	if len(fresh) > 0 {
-		ec.log.Info("imported partitions had no leader yet: bringing them online", "partitions", len(fresh))
-		if _, err := ec.handleReplicaStateChanges(freshReps, rl.NewReplica); err != nil {
+		w.log.Info("imported partitions had no leader yet: bringing them online", "partitions", len(fresh))
+		if _, err := m.handleReplicaStateChanges(w, freshReps, rl.NewReplica); err != nil {
 			return err
 		}
-		if _, err := ec.handlePartitionStateChanges(fresh, rl.OnlinePartition, OfflineElection, nil); err != nil {
+		if _, err := m.handlePartitionStateChanges(w, fresh, rl.OnlinePartition, OfflineElection, nil); err != nil {
 			return err
 		}
 		var online []replica
 		for _, ref := range fresh {
-			p := ec.img().Partition(ref.id, ref.part)
+			p := w.img().Partition(ref.id, ref.part)
 			for _, b := range p.Replicas {
 				if live.Has(b) && p.ReplicaState(b) == rl.NewReplica {
 					online = append(online, replica{ref: ref, broker: b})
 				}
 			}
 		}
-		if _, err := ec.handleReplicaStateChanges(online, rl.OnlineReplica); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, online, rl.OnlineReplica); err != nil {
 			return err
 		}
 	}
@@ -316,7 +291,7 @@ func (ec *eventCtx) settleImport(topics []*importTopic) error {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, b := range ids {
-		if err := ec.offlineBrokerReplicas(b); err != nil {
+		if err := m.offlineBrokerReplicas(w, b); err != nil {
 			return err
 		}
 	}
@@ -325,11 +300,11 @@ func (ec *eventCtx) settleImport(topics []*importTopic) error {
 	// with no live ISR member stay offline, their ISR kept.
 	var offline []partRef
 	for _, it := range topics {
-		t := ec.img().Topic(it.id)
+		t := w.img().Topic(it.id)
 		if t == nil || t.Deleting {
 			continue
 		}
-		ec.img().EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
+		w.img().EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
 			if p.State == rl.OfflinePartition {
 				offline = append(offline, partRef{id: t.ID, name: t.Name, part: i})
 			}
@@ -337,17 +312,9 @@ func (ec *eventCtx) settleImport(topics []*importTopic) error {
 		})
 	}
 	if len(offline) > 0 {
-		if _, err := ec.handlePartitionStateChanges(offline, rl.OnlinePartition, OfflineElection, ec.uncleanAllowed); err != nil {
+		if _, err := m.handlePartitionStateChanges(w, offline, rl.OnlinePartition, OfflineElection, w.uncleanAllowed); err != nil {
 			return err
 		}
 	}
-	if err := ec.reconcile(); err != nil {
-		return err
-	}
-	for _, r := range ec.c.resumers {
-		if err := r(ec); err != nil {
-			return err
-		}
-	}
-	return nil
+	return m.resume(w)
 }

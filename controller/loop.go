@@ -6,48 +6,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
-
-// eventCtx is what an event's compute function works with: a Txn of its
-// own over the round (read it, stage records in it) and a plan of its own
-// for the requests to send once the round commits. If compute fails,
-// neither reaches the round.
-type eventCtx struct {
-	c    *Controller
-	act  *activation
-	txn  *fsm.Txn
-	plan *plan
-	now  time.Time
-	log  hclog.Logger
-	// live caches liveSet until a broker record is staged.
-	live *[2]BrokerSet
-	// endRound asks the loop to propose what it has before running the
-	// next event (a broker registration does, so no later event of the
-	// round depends on a broker epoch that is only known at commit).
-	endRound bool
-	// lists holds the event's election and ISR lists.
-	lists int32Arena
-}
-
-// img is the image as this event sees it.
-func (ec *eventCtx) img() fsm.Reader { return ec.txn }
-
-// stage applies records to the event's Txn, all or none.
-func (ec *eventCtx) stage(records ...rl.Record) error {
-	if err := ec.txn.Apply(records...); err != nil {
-		return fmt.Errorf("staging %s: %w", records[0].Type(), err)
-	}
-	return nil
-}
-
-func (ec *eventCtx) header() Header {
-	return Header{ControllerID: ec.c.cfg.NodeID, ControllerEpoch: ec.act.epoch}
-}
 
 // runLoop is the active controller: activation first, then rounds of
 // events until stopped or leadership is lost.
@@ -63,6 +26,10 @@ func (c *Controller) runLoop(a *activation) {
 	close(a.ready)
 	tick := time.NewTicker(c.tickInterval())
 	defer tick.Stop()
+	balance := newBalanceTicker(c.balanceConfig())
+	defer func() { balance.stop() }()
+	// balancing: an automatic rebalance is under way (see balanceEvents).
+	balancing := false
 	var pending []*event
 	// inflight is the round being committed; next is computed over it
 	// meanwhile, and proposed once it has committed.
@@ -86,15 +53,15 @@ func (c *Controller) runLoop(a *activation) {
 		// Events the next round cannot take yet stay in the queue, which
 		// then fills and holds callers back (QueueSize), rather than
 		// piling up here.
-		events, ticks := a.events, tick.C
+		events, ticks, balanceTicks := a.events, tick.C, balance.c()
 		if len(pending) >= c.cfg.MaxEventsPerRound {
-			events, ticks = nil, nil
+			events, ticks, balanceTicks = nil, nil, nil
 		}
 		select {
 		case <-a.stop:
 			if inflight != nil {
 				<-inflight.done
-				c.finish(inflight)
+				c.finish(a, inflight)
 			}
 			if next != nil {
 				pending = append(next.batch, pending...)
@@ -113,11 +80,20 @@ func (c *Controller) runLoop(a *activation) {
 				}
 			}
 		case <-ticks:
-			pending = append(pending, c.sessionCheckEvent())
+			pending = append(pending, c.newEvent("session-check", computeCheckSessions))
+		case <-balanceTicks:
+			if !balancing {
+				balancing = true
+				pending = append(pending, c.balanceEvents(func() { balancing = false }))
+			}
+		case <-c.balanceChanged:
+			balance.stop()
+			balance = newBalanceTicker(c.balanceConfig())
 		case <-committed:
 			r := inflight
 			inflight = nil
-			err := c.finish(r)
+			followUps, err := c.finish(a, r)
+			pending = append(pending, followUps...)
 			if next != nil && next.over == r && !c.rebase(next) {
 				// Computed over changes that did not all commit: its
 				// events go back to the front of the queue, to be
@@ -150,6 +126,73 @@ func (c *Controller) tickInterval() time.Duration {
 	return d
 }
 
+// balanceTicker is the loop's timer of the automatic rebalance: none when
+// the interval is zero.
+type balanceTicker struct{ t *time.Ticker }
+
+func newBalanceTicker(cfg BalanceConfig) balanceTicker {
+	if cfg.Interval <= 0 {
+		return balanceTicker{}
+	}
+	return balanceTicker{t: time.NewTicker(cfg.Interval)}
+}
+
+func (b balanceTicker) c() <-chan time.Time {
+	if b.t == nil {
+		return nil
+	}
+	return b.t.C
+}
+
+func (b balanceTicker) stop() {
+	if b.t != nil {
+		b.t.Stop()
+	}
+}
+
+// balanceEvents is the automatic rebalance of one balance tick, as a chain
+// of events the loop runs one after the other: the reassignment check
+// first, then the rebalance's runs (see RebalanceLeaders) with the
+// settings of the tick, each queued once the one before it has been
+// answered. done is called when the chain ends: after its last run, on a
+// failed run (logged), or once SetBalance has changed the settings. A
+// failed reassignment check (logged) still lets the rebalance run.
+func (c *Controller) balanceEvents(done func()) *event {
+	cfg, set := c.balanceSettings()
+	changed := func() bool { _, now := c.balanceSettings(); return now != set }
+	var total BalanceResult
+	var run func(first bool, carried []partRef) *event
+	run = func(first bool, carried []partRef) *event {
+		ev := c.newEvent("rebalance-leaders", computeRebalanceRun(cfg, first, carried))
+		ev.then = func(r eventResult) *event {
+			if r.err != nil {
+				c.log.Debug("leader rebalance failed", "error", r.err)
+				done()
+				return nil
+			}
+			next, more := total.add(r.value.(balanceRun), first)
+			if !more || changed() {
+				done()
+				return nil
+			}
+			return run(false, next)
+		}
+		return ev
+	}
+	check := c.newEvent("check-reassignments", computeCheckReassignments)
+	check.then = func(r eventResult) *event {
+		if r.err != nil {
+			c.log.Debug("reassignment check failed", "error", r.err)
+		}
+		if changed() {
+			done()
+			return nil
+		}
+		return run(true, nil)
+	}
+	return check
+}
+
 // abandon answers the events the loop holds, and every queued one, with
 // NOT_CONTROLLER.
 func (c *Controller) abandon(a *activation, held []*event) {
@@ -180,17 +223,18 @@ func (c *Controller) runRound(a *activation, batch []*event) ([]*event, error) {
 	n := c.compute(a, r, batch)
 	c.proposeRound(r)
 	<-r.done
-	return batch[n:], c.finish(r)
+	_, err := c.finish(a, r)
+	return batch[n:], err
 }
 
-func safeCompute(ev *event, ec *eventCtx) (v any, err error) {
+func safeCompute(ev *event, m *managers, w *work) (out eventOutcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			ec.log.Error("event failed with a panic", "event", ev.name, "panic", r)
+			w.log.Error("event failed with a panic", "event", ev.name, "panic", r)
 			err = kafkaErr(unknownServerError, "internal error handling %s", ev.name)
 		}
 	}()
-	return ev.compute(ec)
+	return ev.compute(m, w)
 }
 
 type globalRejection struct {

@@ -62,6 +62,9 @@ type eventSpan struct {
 	start, end int
 	value      any
 	err        error
+	// committed are the event's session changes to apply once its
+	// records have committed.
+	committed []sessionChange
 }
 
 func newRound(over *round) *round {
@@ -138,28 +141,34 @@ func (c *Controller) computeIn(a *activation, r *round, im *fsm.Image, events []
 		if !first {
 			child = r.txn.Child()
 		}
-		ec := &eventCtx{c: c, act: a, txn: child, plan: newPlan(), now: now, log: c.log}
-		v, err := safeCompute(ev, ec)
-		sp := eventSpan{value: v, err: err}
+		w := newWork(child, now, c.log)
+		out, err := safeCompute(ev, a.managers, w)
+		sp := eventSpan{value: out.value, err: err}
 		if !first {
 			sp.start = r.txn.Len()
 		}
 		switch {
 		case err == nil && first:
-			r.plan.merge(ec.plan)
+			r.plan.merge(w.plan)
 			sp.ok = true
 		case err == nil:
 			r.txn.Merge(child)
-			r.plan.merge(ec.plan)
+			r.plan.merge(w.plan)
 			sp.ok = true
 		case first:
 			open()
 		}
 		sp.end = r.txn.Len()
+		if sp.ok {
+			// The event is in the round: so are the changes to state
+			// outside the image it asked for.
+			c.applyEffects(a, out.effects)
+			sp.committed = out.committed
+		}
 		r.spans = append(r.spans, sp)
 		r.queued = append(r.queued, max(now.Sub(ev.enqueued), 0))
 		n++
-		if ec.endRound {
+		if sp.ok && out.endRound {
 			r.endRound = true
 			break
 		}
@@ -228,19 +237,44 @@ func (c *Controller) rebase(r *round) bool {
 	return ok
 }
 
-// finish answers the callers of a round that is done and sends the
-// requests it planned. It returns the round's error: a failed round's
-// events are answered with NOT_CONTROLLER.
-func (c *Controller) finish(r *round) error {
+// applyEffects applies what an event that joined its round asked for
+// beyond its records and requests: its session changes, and the
+// controller epoch the round's requests go out under.
+func (c *Controller) applyEffects(a *activation, e effects) {
+	if len(e.sessions) > 0 {
+		a.managers.cluster.sessions.apply(e.sessions)
+	}
+	if e.epoch > 0 {
+		c.mu.Lock()
+		a.epoch = e.epoch
+		c.mu.Unlock()
+	}
+}
+
+// finish answers the callers of a round that is done, applies the
+// effects its events left for after the commit, and sends the requests it
+// planned. It returns the events that answered events call for next (see
+// event.then) and the round's error: a failed round's events are answered
+// with NOT_CONTROLLER.
+func (c *Controller) finish(a *activation, r *round) ([]*event, error) {
+	var next []*event
+	reply := func(ev *event, res eventResult) {
+		ev.done <- res
+		if ev.then != nil {
+			if n := ev.then(res); n != nil {
+				next = append(next, n)
+			}
+		}
+	}
 	if r.err != nil {
 		for i, sp := range r.spans {
 			if sp.ok {
-				r.batch[i].done <- eventResult{err: fmt.Errorf("%w (%v)", ErrNotController, r.err)}
+				reply(r.batch[i], eventResult{err: fmt.Errorf("%w (%v)", ErrNotController, r.err)})
 			} else {
-				r.batch[i].done <- eventResult{err: sp.err}
+				reply(r.batch[i], eventResult{err: sp.err})
 			}
 		}
-		return r.err
+		return next, r.err
 	}
 	c.observeRound(r)
 	last := c.cfg.FSM.AppliedIndex()
@@ -259,13 +293,16 @@ func (c *Controller) finish(r *round) error {
 	for i, sp := range r.spans {
 		ev := r.batch[i]
 		if !sp.ok {
-			ev.done <- eventResult{err: sp.err}
+			reply(ev, eventResult{err: sp.err})
 			continue
 		}
 		if rj := rejectedIn(r.rejected, sp.start, sp.end); rj != nil {
 			c.log.Error("the FSM rejected a record the controller had staged", "event", ev.name, "error", rj)
-			ev.done <- eventResult{err: kafkaErr(unknownServerError, "%v", rj)}
+			reply(ev, eventResult{err: kafkaErr(unknownServerError, "%v", rj)})
 			continue
+		}
+		if len(sp.committed) > 0 {
+			a.managers.cluster.sessions.apply(sp.committed)
 		}
 		idx := last
 		if sp.end > sp.start {
@@ -275,7 +312,7 @@ func (c *Controller) finish(r *round) error {
 		if ev.finish != nil {
 			v = ev.finish(v, idx)
 		}
-		ev.done <- eventResult{value: v, index: idx}
+		reply(ev, eventResult{value: v, index: idx})
 	}
-	return nil
+	return next, nil
 }

@@ -13,6 +13,12 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
+// securityManager owns the credentials and authorization rules (Kafka's
+// SCRAM credential handling and AclControlManager): SCRAM verifiers per
+// user and mechanism, and ACL rules. Everything it decides from is in the
+// image.
+type securityManager struct{}
+
 // ScramUpsert sets one user's verifier for one mechanism. The keys are
 // derived from the salted password by the caller (the listener, from an
 // AlterUserScramCredentials request); the password never reaches the
@@ -94,8 +100,8 @@ func (c *Controller) AlterScramCredentials(ctx context.Context, deletions []Scra
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, err := c.submit(ctx, "alter-scram-credentials", func(ec *eventCtx) (any, error) {
-				return nil, ec.alterScram(user, uc.dels, uc.ups)
+			_, _, err := c.submit(ctx, "alter-scram-credentials", func(m *managers, w *work) (eventOutcome, error) {
+				return answer(nil, m.security.alterScram(w, user, uc.dels, uc.ups))
 			}, nil)
 			mu.Lock()
 			out[user] = err
@@ -106,9 +112,9 @@ func (c *Controller) AlterScramCredentials(ctx context.Context, deletions []Scra
 	return out
 }
 
-func (ec *eventCtx) alterScram(user string, dels []ScramDeletion, ups []ScramUpsert) error {
+func (m *securityManager) alterScram(w *work, user string, dels []ScramDeletion, ups []ScramUpsert) error {
 	have := map[rl.ScramMechanism]bool{}
-	for _, cr := range ec.img().Security().ScramCredentials(user) {
+	for _, cr := range w.img().Security().ScramCredentials(user) {
 		have[cr.Mechanism] = true
 	}
 	var recs []rl.Record
@@ -125,10 +131,10 @@ func (ec *eventCtx) alterScram(user string, dels []ScramDeletion, ups []ScramUps
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := ec.stage(recs...); err != nil {
+	if err := w.stage(recs...); err != nil {
 		return kafkaErr(kerr.UnacceptableCredential, "user %q: %v", user, errors.Unwrap(err))
 	}
-	ec.log.Info("SCRAM credentials changed", "user", user, "set", len(ups), "deleted", len(dels))
+	w.log.Info("SCRAM credentials changed", "user", user, "set", len(ups), "deleted", len(dels))
 	return nil
 }
 
@@ -137,8 +143,8 @@ func (ec *eventCtx) alterScram(user string, dels []ScramDeletion, ups []ScramUps
 // rule that cannot be stored, nil otherwise. A rule that already exists is
 // a success that changes nothing, as in Kafka.
 func (c *Controller) CreateAcls(ctx context.Context, rules []rl.AclRule) ([]error, error) {
-	res, _, err := c.submit(ctx, "create-acls", func(ec *eventCtx) (any, error) {
-		return ec.createAcls(rules)
+	res, _, err := c.submit(ctx, "create-acls", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(m.security.createAcls(w, rules))
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -146,9 +152,9 @@ func (c *Controller) CreateAcls(ctx context.Context, rules []rl.AclRule) ([]erro
 	return res.([]error), nil
 }
 
-func (ec *eventCtx) createAcls(rules []rl.AclRule) ([]error, error) {
+func (m *securityManager) createAcls(w *work, rules []rl.AclRule) ([]error, error) {
 	errs := make([]error, len(rules))
-	sec := ec.img().Security()
+	sec := w.img().Security()
 	var add []rl.AclRule
 	adding := map[rl.AclRule]bool{}
 	for i, r := range rules {
@@ -165,11 +171,11 @@ func (ec *eventCtx) createAcls(rules []rl.AclRule) ([]error, error) {
 	if len(add) == 0 {
 		return errs, nil
 	}
-	if err := ec.stage(&rl.AclChange{Add: add}); err != nil {
+	if err := w.stage(&rl.AclChange{Add: add}); err != nil {
 		return nil, err
 	}
 	for _, r := range add {
-		ec.log.Info("ACL rule added", "rule", r.String())
+		w.log.Info("ACL rule added", "rule", r.String())
 	}
 	return errs, nil
 }
@@ -184,8 +190,8 @@ type DeleteAclsResult struct {
 // DeleteAcls removes every rule any of the filters matches, in one
 // record, and reports per filter what it matched.
 func (c *Controller) DeleteAcls(ctx context.Context, filters []authz.Filter) ([]DeleteAclsResult, error) {
-	res, _, err := c.submit(ctx, "delete-acls", func(ec *eventCtx) (any, error) {
-		return ec.deleteAcls(filters)
+	res, _, err := c.submit(ctx, "delete-acls", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(m.security.deleteAcls(w, filters))
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -193,9 +199,9 @@ func (c *Controller) DeleteAcls(ctx context.Context, filters []authz.Filter) ([]
 	return res.([]DeleteAclsResult), nil
 }
 
-func (ec *eventCtx) deleteAcls(filters []authz.Filter) ([]DeleteAclsResult, error) {
+func (m *securityManager) deleteAcls(w *work, filters []authz.Filter) ([]DeleteAclsResult, error) {
 	out := make([]DeleteAclsResult, len(filters))
-	rules := ec.img().Security().Rules()
+	rules := w.img().Security().Rules()
 	removing := map[rl.AclRule]bool{}
 	for i, f := range filters {
 		if err := f.Check(); err != nil {
@@ -216,11 +222,11 @@ func (ec *eventCtx) deleteAcls(filters []authz.Filter) ([]DeleteAclsResult, erro
 	}
 	// The record must not depend on map order.
 	sort.Slice(remove, func(i, j int) bool { return remove[i].String() < remove[j].String() })
-	if err := ec.stage(&rl.AclChange{Remove: remove}); err != nil {
+	if err := w.stage(&rl.AclChange{Remove: remove}); err != nil {
 		return nil, err
 	}
 	for _, r := range remove {
-		ec.log.Info("ACL rule removed", "rule", r.String())
+		w.log.Info("ACL rule removed", "rule", r.String())
 	}
 	return out, nil
 }

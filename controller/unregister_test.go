@@ -21,8 +21,8 @@ func urRegistered(h *harness, id int32) bool {
 func urHasSession(h *harness, id int32) bool {
 	h.t.Helper()
 	var ok bool
-	admRun(h, func(ec *eventCtx) error {
-		_, ok = ec.act.sessions.deadline[id]
+	admRun(h, func(m *managers, w *work) error {
+		_, ok = m.cluster.sessions.deadline[id]
 		return nil
 	})
 	return ok

@@ -9,55 +9,20 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
+// replicationManager owns the partitions and their replicas (Kafka's
+// ReplicationControlManager): the replica and partition state machines
+// (DESIGN §4, §5) and the elections they run, topic creation and
+// deletion, added partitions, ISR changes from partition leaders
+// (AlterPartition), reassignments, elections on demand and the preferred
+// leader balance, and the partition side of a broker's fence, return and
+// controlled shutdown, which the cluster manager hands it. Everything it
+// decides from is in the image: it owns no other state.
+type replicationManager struct{}
+
 // replica names one replica: a partition and a broker.
 type replica struct {
 	ref    partRef
 	broker int32
-}
-
-// stage applies records to the event's Txn one by one. A failure leaves
-// the event's Txn half-staged: the event must then fail, and the loop
-// drops its Txn whole.
-func (ec *eventCtx) stageEach(records ...rl.Record) error {
-	for _, r := range records {
-		if err := ec.txn.Stage(r); err != nil {
-			return fmt.Errorf("staging %s: %w", r.Type(), err)
-		}
-		switch r.Type() {
-		case rl.TypeRegisterBroker, rl.TypeFenceBroker, rl.TypeUnfenceBroker, rl.TypeBrokerShutdown, rl.TypeUnregisterBroker:
-			ec.live = nil
-		}
-	}
-	return nil
-}
-
-// stageChange stages a partition change. Runs of one topic's changes are
-// packed into PartitionChanges records as they are staged (see
-// fsm.Txn.StagePartitionChange).
-func (ec *eventCtx) stageChange(c rl.PartitionChange) error {
-	if err := ec.txn.StagePartitionChange(c.TopicID, c.Delta()); err != nil {
-		return fmt.Errorf("staging %s: %w", rl.TypePartitionChange, err)
-	}
-	return nil
-}
-
-// liveSet returns the brokers that are registered and unfenced in the
-// event's view, and those of them in controlled shutdown.
-func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
-	if ec.live != nil {
-		return ec.live[0], ec.live[1]
-	}
-	var l, s []int32
-	for _, b := range ec.img().Brokers() {
-		if b.Live() {
-			l = append(l, b.ID)
-			if b.ShuttingDown {
-				s = append(s, b.ID)
-			}
-		}
-	}
-	ec.live = &[2]BrokerSet{NewBrokerSet(l...), NewBrokerSet(s...)}
-	return ec.live[0], ec.live[1]
 }
 
 // handleReplicaStateChanges moves replicas to target following DESIGN §4:
@@ -66,8 +31,8 @@ func (ec *eventCtx) liveSet() (live, shuttingDown BrokerSet) {
 // every invalid one is logged once and skipped, the valid ones are staged
 // as one record per topic, and their effects are planned. It returns the
 // replicas that moved.
-func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.ReplicaState) ([]replica, error) {
-	return ec.handleReplicaStateChangesIf(replicas, target, nil)
+func (m *replicationManager) handleReplicaStateChanges(w *work, replicas []replica, target rl.ReplicaState) ([]replica, error) {
+	return m.handleReplicaStateChangesIf(w, replicas, target, nil)
 }
 
 // handleReplicaStateChangesIf is handleReplicaStateChanges for the
@@ -75,7 +40,7 @@ func (ec *eventCtx) handleReplicaStateChanges(replicas []replica, target rl.Repl
 // comes, passes keep (nil: all); the others are skipped without a word.
 // It spares a caller that selects replicas by their partition's state a
 // lookup of its own for each.
-func (ec *eventCtx) handleReplicaStateChangesIf(replicas []replica, target rl.ReplicaState, keep func(*fsm.Partition) bool) ([]replica, error) {
+func (m *replicationManager) handleReplicaStateChangesIf(w *work, replicas []replica, target rl.ReplicaState, keep func(*fsm.Partition) bool) ([]replica, error) {
 	byBroker := func(a, b replica) int {
 		if a.broker != b.broker {
 			return cmp.Compare(a.broker, b.broker)
@@ -85,18 +50,18 @@ func (ec *eventCtx) handleReplicaStateChangesIf(replicas []replica, target rl.Re
 	if !slices.IsSortedFunc(replicas, byBroker) {
 		slices.SortFunc(replicas, byBroker)
 	}
-	im := ec.img()
+	im := w.img()
 	valid := make([]replica, 0, len(replicas))
 	if target == rl.OfflineReplica {
-		ec.plan.reserve(len(replicas))
-		ec.txn.Grow(len(replicas)) // up to a PartitionChange each
+		w.plan.reserve(len(replicas))
+		w.txn.Grow(len(replicas)) // up to a PartitionChange each
 		// Sorted by broker: each run is one broker's StopReplica list.
 		for i := 0; i < len(replicas); {
 			j := i + 1
 			for j < len(replicas) && replicas[j].broker == replicas[i].broker {
 				j++
 			}
-			ec.plan.reserveStop(replicas[i].broker, j-i)
+			w.plan.reserveStop(replicas[i].broker, j-i)
 			i = j
 		}
 	}
@@ -111,33 +76,33 @@ func (ec *eventCtx) handleReplicaStateChangesIf(replicas []replica, target rl.Re
 		}
 		switch {
 		case p == nil:
-			ec.log.Error("invalid replica state change: no such partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+			w.log.Error("invalid replica state change: no such partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
 		case !fsm.ValidReplicaTransition(from, target):
-			ec.log.Error("invalid replica state change", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "from", from.String(), "target", target.String())
+			w.log.Error("invalid replica state change", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "from", from.String(), "target", target.String())
 		case target == rl.NewReplica && p.Leader == r.broker:
-			ec.log.Error("invalid replica state change: the replica leads its partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+			w.log.Error("invalid replica state change: the replica leads its partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
 		case indexOf(p.Replicas, r.broker) < 0:
-			ec.log.Error("invalid replica state change: broker not in the assignment", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+			w.log.Error("invalid replica state change: broker not in the assignment", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
 		default:
 			valid = append(valid, r)
 			if target == rl.OfflineReplica {
-				if err := ec.offlineReplicaEffect(r, p); err != nil {
+				if err := m.offlineReplicaEffect(w, r, p); err != nil {
 					return nil, err
 				}
 			} else {
-				ec.replicaEffect(r, from, target, p)
+				m.replicaEffect(w, r, from, target, p)
 			}
 		}
 	}
 	if keep != nil && target == rl.OfflineReplica {
 		// A broker none of whose replicas were kept hears nothing.
 		for i, r := range replicas {
-			if (i == 0 || r.broker != replicas[i-1].broker) && len(ec.plan.stop[r.broker]) == 0 {
-				delete(ec.plan.stop, r.broker)
+			if (i == 0 || r.broker != replicas[i-1].broker) && len(w.plan.stop[r.broker]) == 0 {
+				delete(w.plan.stop, r.broker)
 			}
 		}
 	}
-	if err := ec.stageReplicaStates(valid, target); err != nil {
+	if err := m.stageReplicaStates(w, valid, target); err != nil {
 		return nil, err
 	}
 	return valid, nil
@@ -145,7 +110,7 @@ func (ec *eventCtx) handleReplicaStateChangesIf(replicas []replica, target rl.Re
 
 // stageReplicaStates stages one ReplicaStateChange per topic, topics in
 // id order, each with its replicas in the order given.
-func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaState) error {
+func (m *replicationManager) stageReplicaStates(w *work, replicas []replica, target rl.ReplicaState) error {
 	byTopic := func(a, b replica) int { return compareIDs(a.ref.id, b.ref.id) }
 	if !slices.IsSortedFunc(replicas, byTopic) {
 		replicas = slices.Clone(replicas)
@@ -160,7 +125,7 @@ func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaStat
 		for j < len(replicas) && replicas[j].ref.id == replicas[i].ref.id {
 			j++
 		}
-		if err := ec.stageEach(&rl.ReplicaStateChange{TopicID: replicas[i].ref.id, State: target, Replicas: refs[i:j:j]}); err != nil {
+		if err := w.stageEach(&rl.ReplicaStateChange{TopicID: replicas[i].ref.id, State: target, Replicas: refs[i:j:j]}); err != nil {
 			return err
 		}
 		i = j
@@ -169,18 +134,18 @@ func (ec *eventCtx) stageReplicaStates(replicas []replica, target rl.ReplicaStat
 }
 
 // replicaEffect plans what a committed transition sends (DESIGN §4).
-func (ec *eventCtx) replicaEffect(r replica, from, target rl.ReplicaState, p *fsm.Partition) {
+func (m *replicationManager) replicaEffect(w *work, r replica, from, target rl.ReplicaState, p *fsm.Partition) {
 	switch target {
 	case rl.NewReplica:
 		if p.Leader != rl.NoLeader {
-			ec.plan.leaderAndIsr(r.ref, []int32{r.broker}, true)
+			w.plan.leaderAndIsr(r.ref, []int32{r.broker}, true)
 		}
 	case rl.OnlineReplica:
 		if from != rl.NewReplica {
-			ec.plan.leaderAndIsr(r.ref, []int32{r.broker}, false)
+			w.plan.leaderAndIsr(r.ref, []int32{r.broker}, false)
 		}
 	case rl.ReplicaDeletionStarted:
-		ec.plan.stopReplica(r.ref, r.broker, true, p.LeaderEpoch)
+		w.plan.stopReplica(r.ref, r.broker, true, p.LeaderEpoch)
 	}
 }
 
@@ -190,14 +155,14 @@ func (ec *eventCtx) replicaEffect(r replica, from, target rl.ReplicaState, p *fs
 // The ISR never empties: a last member going offline stays in it with no
 // leader, so it can lead again without data loss when it returns.
 // p is the partition as the event sees it.
-func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
-	ec.plan.stopReplica(r.ref, r.broker, false, p.LeaderEpoch)
+func (m *replicationManager) offlineReplicaEffect(w *work, r replica, p *fsm.Partition) error {
+	w.plan.stopReplica(r.ref, r.broker, false, p.LeaderEpoch)
 	if p.Leader != r.broker && !p.InISR(r.broker) {
 		// Neither leader nor in sync (a fenced broker's partitions once
 		// re-elected): nothing the other replicas or brokers need to hear.
 		return nil
 	}
-	isr := ec.lists.shrinkISR(p.ISR, oneBroker(r.broker))
+	isr := w.lists.shrinkISR(p.ISR, oneBroker(r.broker))
 	leader := p.Leader
 	if leader == r.broker {
 		leader = rl.NoLeader
@@ -205,21 +170,21 @@ func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 	if leader == p.Leader && slices.Equal(isr, p.ISR) {
 		return nil // nothing the other replicas or brokers need to hear
 	}
-	if err := ec.stageChange(rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
+	if err := w.stageChange(rl.PartitionChange{TopicID: r.ref.id, Partition: r.ref.part, PartitionEpoch: p.PartitionEpoch,
 		Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr}); err != nil {
 		return err
 	}
 	if leader != rl.NoLeader {
-		live, _ := ec.liveSet()
-		rest := ec.lists.make(len(p.Replicas))
+		live, _ := w.liveSet()
+		rest := w.lists.make(len(p.Replicas))
 		for _, b := range p.Replicas {
 			if b != r.broker && live.Has(b) {
 				rest = append(rest, b)
 			}
 		}
-		ec.plan.leaderAndIsr(r.ref, rest, false)
+		w.plan.leaderAndIsr(r.ref, rest, false)
 	} else {
-		ec.plan.updateMetadata(r.ref)
+		w.plan.updateMetadata(r.ref)
 	}
 	return nil
 }
@@ -229,7 +194,7 @@ func (ec *eventCtx) offlineReplicaEffect(r replica, p *fsm.Partition) error {
 // partitions that are not new. It returns per-partition election errors
 // (a partition whose election failed stays where it was, except for the
 // last-ISR case of the Offline strategy, which commits leader -1).
-func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.PartitionState, strategy Strategy, unclean func(partRef) bool) (map[partRef]error, error) {
+func (m *replicationManager) handlePartitionStateChanges(w *work, refs []partRef, target rl.PartitionState, strategy Strategy, unclean func(partRef) bool) (map[partRef]error, error) {
 	if !slices.IsSortedFunc(refs, compareRef) {
 		slices.SortFunc(refs, compareRef)
 	}
@@ -249,11 +214,11 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 		runs[len(runs)-1].end = len(parts)
 	}
 	if target == rl.OnlinePartition {
-		ec.plan.reserve(len(refs))
-		ec.txn.Grow(len(refs)) // up to a PartitionChange each
+		w.plan.reserve(len(refs))
+		w.txn.Grow(len(refs)) // up to a PartitionChange each
 	}
 	var offline []partRef
-	live, shutting := ec.liveSet()
+	live, shutting := w.liveSet()
 	if strategy != ControlledShutdownElection {
 		// A broker in controlled shutdown is on its way out: it must not
 		// be handed leadership again (Kafka counts it as not live for
@@ -263,14 +228,14 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 	// Boxed once: each election would box them again.
 	liveB, shuttingB := Brokers(live), Brokers(shutting)
 	for _, ref := range refs {
-		p := ec.img().Partition(ref.id, ref.part)
+		p := w.img().Partition(ref.id, ref.part)
 		if p == nil {
-			ec.log.Error("invalid partition state change: no such partition", "topic", ref.name, "partition", ref.part, "target", target.String())
+			w.log.Error("invalid partition state change: no such partition", "topic", ref.name, "partition", ref.part, "target", target.String())
 			failed[ref] = kafkaErr(kerrUnknownTopicOrPartition, "%s-%d", ref.name, ref.part)
 			continue
 		}
 		if !fsm.ValidPartitionTransition(p.State, target) {
-			ec.log.Error("invalid partition state change", "topic", ref.name, "partition", ref.part, "from", p.State.String(), "target", target.String())
+			w.log.Error("invalid partition state change", "topic", ref.name, "partition", ref.part, "from", p.State.String(), "target", target.String())
 			failed[ref] = fmt.Errorf("invalid partition state change %s -> %s", p.State, target)
 			continue
 		}
@@ -278,42 +243,42 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 			add(ref)
 			continue
 		}
-		el, err := ec.elect(ref, p, strategy, liveB, shuttingB, unclean != nil && unclean(ref))
+		el, err := m.elect(w, ref, p, strategy, liveB, shuttingB, unclean != nil && unclean(ref))
 		if err != nil {
 			failed[ref] = err
 			if el.Leader == rl.NoLeader && p.Leader != rl.NoLeader && strategy != PreferredElection && strategy != ReassignedElection {
 				// The leader is gone and nobody clean can take over:
 				// commit leader -1, keep the ISR, go offline.
-				if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+				if err := w.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 					Set: rl.ChangeLeader | rl.ChangeISR, Leader: rl.NoLeader, ISR: el.ISR}); err != nil {
 					return nil, err
 				}
-				ec.plan.updateMetadata(ref)
+				w.plan.updateMetadata(ref)
 			}
-			if p.State != rl.OfflinePartition && (ec.img().Partition(ref.id, ref.part).Leader == rl.NoLeader) {
+			if p.State != rl.OfflinePartition && (w.img().Partition(ref.id, ref.part).Leader == rl.NoLeader) {
 				offline = append(offline, ref)
 			}
 			continue
 		}
 		if el.Leader != p.Leader || !slices.Equal(el.ISR, p.ISR) {
-			if err := ec.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+			if err := w.stageChange(rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 				Set: rl.ChangeLeader | rl.ChangeISR, Leader: el.Leader, ISR: el.ISR}); err != nil {
 				return nil, err
 			}
 		}
 		if el.Unclean {
-			ec.log.Warn("unclean leader election", "topic", ref.name, "partition", ref.part, "leader", el.Leader)
+			w.log.Warn("unclean leader election", "topic", ref.name, "partition", ref.part, "leader", el.Leader)
 		}
-		ec.plan.leaderAndIsr(ref, el.Receivers, p.State == rl.NewPartition)
+		w.plan.leaderAndIsr(ref, el.Receivers, p.State == rl.NewPartition)
 		add(ref)
 	}
 	for _, r := range runs {
-		if err := ec.stageEach(&rl.PartitionStateChange{TopicID: r.id, State: target, Partitions: parts[r.start:r.end:r.end]}); err != nil {
+		if err := w.stageEach(&rl.PartitionStateChange{TopicID: r.id, State: target, Partitions: parts[r.start:r.end:r.end]}); err != nil {
 			return nil, err
 		}
 	}
 	if len(offline) > 0 {
-		if _, err := ec.handlePartitionStateChanges(offline, rl.OfflinePartition, 0, nil); err != nil {
+		if _, err := m.handlePartitionStateChanges(w, offline, rl.OfflinePartition, 0, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -323,7 +288,7 @@ func (ec *eventCtx) handlePartitionStateChanges(refs []partRef, target rl.Partit
 // elect picks the leader and ISR of a partition going online: a new
 // partition takes its first live replica and all live replicas as ISR;
 // any other runs the strategy.
-func (ec *eventCtx) elect(ref partRef, p *fsm.Partition, strategy Strategy, live, shutting Brokers, unclean bool) (Election, error) {
+func (m *replicationManager) elect(w *work, ref partRef, p *fsm.Partition, strategy Strategy, live, shutting Brokers, unclean bool) (Election, error) {
 	if p.State == rl.NewPartition {
 		var isr []int32
 		for _, b := range p.Replicas {
@@ -337,12 +302,12 @@ func (ec *eventCtx) elect(ref partRef, p *fsm.Partition, strategy Strategy, live
 		return Election{Leader: isr[0], ISR: isr, Receivers: isr}, nil
 	}
 	view := PartitionView{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader}
-	if t := ec.img().Topic(ref.id); t != nil {
+	if t := w.img().Topic(ref.id); t != nil {
 		if ra, ok := t.Reassignments[ref.part]; ok {
 			view.Target = targetReplicas(p.Replicas, ra)
 		}
 	}
-	return Elect(strategy, ElectionInput{Partition: view, Live: live, ShuttingDown: shutting, Unclean: unclean, lists: &ec.lists})
+	return Elect(strategy, ElectionInput{Partition: view, Live: live, ShuttingDown: shutting, Unclean: unclean, lists: &w.lists})
 }
 
 // targetReplicas is the assignment a reassignment ends with.

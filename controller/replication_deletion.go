@@ -79,8 +79,8 @@ func (c *Controller) DeleteTopics(ctx context.Context, topics []DeleteTopic) []D
 			continue
 		}
 		t := t
-		calls[i] = c.enqueue(ctx, "delete-topic", func(ec *eventCtx) (any, error) {
-			return ec.deleteTopic(t)
+		calls[i] = c.enqueue(ctx, "delete-topic", func(m *managers, w *work) (eventOutcome, error) {
+			return answer(m.replication.deleteTopic(w, t))
 		}, nil)
 	}
 	for i := range topics {
@@ -97,25 +97,25 @@ func (c *Controller) DeleteTopics(ctx context.Context, topics []DeleteTopic) []D
 	return out
 }
 
-func (ec *eventCtx) deleteTopic(d DeleteTopic) (any, error) {
-	im := ec.img()
+func (m *replicationManager) deleteTopic(w *work, d DeleteTopic) (DeleteTopicResult, error) {
+	im := w.img()
 	var t *fsm.Topic
 	if !d.TopicID.IsZero() {
 		if t = im.Topic(d.TopicID); t == nil {
-			return nil, kafkaErr(kerr.UnknownTopicID, "topic id %s", d.TopicID)
+			return DeleteTopicResult{}, kafkaErr(kerr.UnknownTopicID, "topic id %s", d.TopicID)
 		}
 	} else if t = im.TopicByName(d.Name); t == nil {
-		return nil, kafkaErr(kerr.UnknownTopicOrPartition, "topic %q", d.Name)
+		return DeleteTopicResult{}, kafkaErr(kerr.UnknownTopicOrPartition, "topic %q", d.Name)
 	}
 	res := DeleteTopicResult{Name: t.Name, TopicID: t.ID}
 	if t.Deleting {
 		return res, nil
 	}
-	if err := ec.stageEach(&rl.BeginDeleteTopic{TopicID: t.ID}); err != nil {
-		return nil, err
+	if err := w.stageEach(&rl.BeginDeleteTopic{TopicID: t.ID}); err != nil {
+		return DeleteTopicResult{}, err
 	}
-	ec.log.Info("topic deletion started", "topic", t.Name, "id", t.ID.String(), "partitions", im.PartitionCount(t.ID))
-	return res, ec.driveTopicDeletion(ec.img().Topic(t.ID), false)
+	w.log.Info("topic deletion started", "topic", t.Name, "id", t.ID.String(), "partitions", im.PartitionCount(t.ID))
+	return res, m.driveTopicDeletion(w, w.img().Topic(t.ID), false)
 }
 
 // driveTopicDeletion takes a topic queued for deletion as far as it can
@@ -129,14 +129,14 @@ func (ec *eventCtx) deleteTopic(d DeleteTopic) (any, error) {
 // already in ReplicaDeletionStarted on live brokers are sent StopReplica
 // (delete=true) again, since the request of a previous controller may
 // never have gone out.
-func (ec *eventCtx) driveTopicDeletion(t *fsm.Topic, resend bool) error {
-	im := ec.img()
+func (m *replicationManager) driveTopicDeletion(w *work, t *fsm.Topic, resend bool) error {
+	im := w.img()
 	var led, online []partRef
 	var reps []replica
-	ec.plan.reserve(int(im.PartitionCount(t.ID)))
+	w.plan.reserve(int(im.PartitionCount(t.ID)))
 	im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
 		ref := partRef{id: t.ID, name: t.Name, part: i}
-		ec.plan.updateMetadata(ref)
+		w.plan.updateMetadata(ref)
 		if p.Leader != rl.NoLeader {
 			led = append(led, ref)
 		}
@@ -150,20 +150,20 @@ func (ec *eventCtx) driveTopicDeletion(t *fsm.Topic, resend bool) error {
 	})
 	for _, ref := range led {
 		p := im.Partition(ref.id, ref.part)
-		if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+		if err := w.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 			Set: rl.ChangeLeader, Leader: rl.NoLeader}); err != nil {
 			return err
 		}
 	}
 	if len(online) > 0 {
-		if _, err := ec.handlePartitionStateChanges(online, rl.OfflinePartition, 0, nil); err != nil {
+		if _, err := m.handlePartitionStateChanges(w, online, rl.OfflinePartition, 0, nil); err != nil {
 			return err
 		}
 	}
-	if err := ec.driveReplicaDeletions(reps, resend); err != nil {
+	if err := m.driveReplicaDeletions(w, reps, resend); err != nil {
 		return err
 	}
-	_, err := ec.finishTopicDeletion(t.ID)
+	_, err := m.finishTopicDeletion(w, t.ID)
 	return err
 }
 
@@ -196,13 +196,13 @@ func isDeletionState(s rl.ReplicaState) bool {
 //   - a replica whose deletion is confirmed stays where it is.
 //
 // The replicas' partitions must have no leader among them.
-func (ec *eventCtx) driveReplicaDeletions(reps []replica, resend bool) error {
+func (m *replicationManager) driveReplicaDeletions(w *work, reps []replica, resend bool) error {
 	if len(reps) == 0 {
 		return nil
 	}
-	live, _ := ec.liveSet()
+	live, _ := w.liveSet()
 	state := func(r replica) (rl.ReplicaState, bool) {
-		p := ec.img().Partition(r.ref.id, r.ref.part)
+		p := w.img().Partition(r.ref.id, r.ref.part)
 		if p == nil || indexOf(p.Replicas, r.broker) < 0 {
 			return 0, false
 		}
@@ -227,12 +227,12 @@ func (ec *eventCtx) driveReplicaDeletions(reps []replica, resend bool) error {
 		}
 	}
 	if len(toNew) > 0 {
-		if _, err := ec.handleReplicaStateChanges(toNew, rl.NewReplica); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, toNew, rl.NewReplica); err != nil {
 			return err
 		}
 	}
 	if len(toOffline) > 0 {
-		if _, err := ec.handleReplicaStateChanges(toOffline, rl.OfflineReplica); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, toOffline, rl.OfflineReplica); err != nil {
 			return err
 		}
 	}
@@ -248,20 +248,20 @@ func (ec *eventCtx) driveReplicaDeletions(reps []replica, resend bool) error {
 		case s == rl.OfflineReplica, s == rl.ReplicaDeletionStarted && !live.Has(r.broker):
 			toIneligible = append(toIneligible, r)
 		case s == rl.ReplicaDeletionStarted && resend:
-			p := ec.img().Partition(r.ref.id, r.ref.part)
-			ec.plan.stopReplica(r.ref, r.broker, true, p.LeaderEpoch)
+			p := w.img().Partition(r.ref.id, r.ref.part)
+			w.plan.stopReplica(r.ref, r.broker, true, p.LeaderEpoch)
 		}
 	}
 	if len(toStart) > 0 {
-		if _, err := ec.handleReplicaStateChanges(toStart, rl.ReplicaDeletionStarted); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, toStart, rl.ReplicaDeletionStarted); err != nil {
 			return err
 		}
 	}
 	if len(toIneligible) > 0 {
 		for _, r := range toIneligible {
-			ec.log.Info("replica deletion deferred: broker not live", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker)
+			w.log.Info("replica deletion deferred: broker not live", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker)
 		}
-		if _, err := ec.handleReplicaStateChanges(toIneligible, rl.ReplicaDeletionIneligible); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, toIneligible, rl.ReplicaDeletionIneligible); err != nil {
 			return err
 		}
 	}
@@ -273,8 +273,8 @@ func (ec *eventCtx) driveReplicaDeletions(reps []replica, resend bool) error {
 // NonExistentReplica (which takes them out of the assignment), the
 // partitions NonExistentPartition, and RemoveTopic frees the name. It
 // reports whether the topic was removed.
-func (ec *eventCtx) finishTopicDeletion(id rl.TopicID) (bool, error) {
-	im := ec.img()
+func (m *replicationManager) finishTopicDeletion(w *work, id rl.TopicID) (bool, error) {
+	im := w.img()
 	t := im.Topic(id)
 	if t == nil || !t.Deleting {
 		return false, nil
@@ -301,24 +301,24 @@ func (ec *eventCtx) finishTopicDeletion(id rl.TopicID) (bool, error) {
 		return false, nil
 	}
 	if len(reps) > 0 {
-		if _, err := ec.handleReplicaStateChanges(reps, rl.NonExistentReplica); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, reps, rl.NonExistentReplica); err != nil {
 			return false, err
 		}
 	}
 	if len(notOffline) > 0 {
-		if _, err := ec.handlePartitionStateChanges(notOffline, rl.OfflinePartition, 0, nil); err != nil {
+		if _, err := m.handlePartitionStateChanges(w, notOffline, rl.OfflinePartition, 0, nil); err != nil {
 			return false, err
 		}
 	}
 	if len(parts) > 0 {
-		if _, err := ec.handlePartitionStateChanges(parts, rl.NonExistentPartition, 0, nil); err != nil {
+		if _, err := m.handlePartitionStateChanges(w, parts, rl.NonExistentPartition, 0, nil); err != nil {
 			return false, err
 		}
 	}
-	if err := ec.stageEach(&rl.RemoveTopic{TopicID: t.ID}); err != nil {
+	if err := w.stageEach(&rl.RemoveTopic{TopicID: t.ID}); err != nil {
 		return false, err
 	}
-	ec.log.Info("topic deleted", "topic", t.Name, "id", t.ID.String())
+	w.log.Info("topic deleted", "topic", t.Name, "id", t.ID.String())
 	return true, nil
 }
 
@@ -357,8 +357,8 @@ func (c *Controller) HandleStopReplicaResponse(broker int32, results []StopRepli
 		return
 	}
 	results = slices.Clone(results)
-	ev := c.newEvent("stop-replica-response", func(ec *eventCtx) (any, error) {
-		return nil, ec.stopReplicaResponse(broker, results)
+	ev := c.newEvent("stop-replica-response", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(nil, m.replication.stopReplicaResponse(w, broker, results))
 	})
 	select {
 	case a.events <- ev:
@@ -375,8 +375,8 @@ func (c *Controller) HandleStopReplicaResponse(broker int32, results []StopRepli
 	}
 }
 
-func (ec *eventCtx) stopReplicaResponse(broker int32, results []StopReplicaResult) error {
-	im := ec.img()
+func (m *replicationManager) stopReplicaResponse(w *work, broker int32, results []StopReplicaResult) error {
+	im := w.img()
 	seen := map[partRef]bool{}
 	var ok, failed []replica
 	var deleting []rl.TopicID
@@ -395,7 +395,7 @@ func (ec *eventCtx) stopReplicaResponse(broker int32, results []StopReplicaResul
 		ref := partRef{id: t.ID, name: t.Name, part: res.Partition}
 		p := im.Partition(t.ID, res.Partition)
 		if p == nil || seen[ref] || p.ReplicaState(broker) != rl.ReplicaDeletionStarted {
-			ec.log.Debug("stale stop-replica answer ignored", "broker", broker, "topic", t.Name, "partition", res.Partition)
+			w.log.Debug("stale stop-replica answer ignored", "broker", broker, "topic", t.Name, "partition", res.Partition)
 			continue
 		}
 		seen[ref] = true
@@ -403,7 +403,7 @@ func (ec *eventCtx) stopReplicaResponse(broker int32, results []StopReplicaResul
 		if res.Err == nil {
 			ok = append(ok, r)
 		} else {
-			ec.log.Warn("replica deletion failed: retried when the broker returns", "broker", broker, "topic", t.Name, "partition", res.Partition, "error", res.Err)
+			w.log.Warn("replica deletion failed: retried when the broker returns", "broker", broker, "topic", t.Name, "partition", res.Partition, "error", res.Err)
 			failed = append(failed, r)
 		}
 		if t.Deleting {
@@ -416,23 +416,23 @@ func (ec *eventCtx) stopReplicaResponse(broker int32, results []StopReplicaResul
 		}
 	}
 	if len(ok) > 0 {
-		if _, err := ec.handleReplicaStateChanges(ok, rl.ReplicaDeletionSuccessful); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, ok, rl.ReplicaDeletionSuccessful); err != nil {
 			return err
 		}
 	}
 	if len(failed) > 0 {
-		if _, err := ec.handleReplicaStateChanges(failed, rl.ReplicaDeletionIneligible); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, failed, rl.ReplicaDeletionIneligible); err != nil {
 			return err
 		}
 	}
 	slices.SortFunc(deleting, func(a, b rl.TopicID) int { return compareIDs(a, b) })
 	for _, id := range deleting {
-		if _, err := ec.finishTopicDeletion(id); err != nil {
+		if _, err := m.finishTopicDeletion(w, id); err != nil {
 			return err
 		}
 	}
 	for _, ref := range sortRefs(removals) {
-		if err := ec.finishReplicaRemovals(ref); err != nil {
+		if err := m.finishReplicaRemovals(w, ref); err != nil {
 			return err
 		}
 	}
@@ -440,10 +440,10 @@ func (ec *eventCtx) stopReplicaResponse(broker int32, results []StopReplicaResul
 }
 
 // resumeTopicDeletions carries on every deletion the log shows in
-// progress (a resumer: it runs first thing after activation).
-func (ec *eventCtx) resumeTopicDeletions() error {
+// progress (part of resume: it runs first thing after activation).
+func (m *replicationManager) resumeTopicDeletions(w *work) error {
 	var topics []*fsm.Topic
-	ec.img().ForEachTopic(func(t *fsm.Topic) bool {
+	w.img().ForEachTopic(func(t *fsm.Topic) bool {
 		if t.Deleting {
 			topics = append(topics, t)
 		}
@@ -451,10 +451,10 @@ func (ec *eventCtx) resumeTopicDeletions() error {
 	})
 	slices.SortFunc(topics, func(a, b *fsm.Topic) int { return compareIDs(a.ID, b.ID) })
 	if len(topics) > 0 {
-		ec.log.Info("resuming topic deletions", "topics", len(topics))
+		w.log.Info("resuming topic deletions", "topics", len(topics))
 	}
 	for _, t := range topics {
-		if err := ec.driveTopicDeletion(t, true); err != nil {
+		if err := m.driveTopicDeletion(w, t, true); err != nil {
 			return err
 		}
 	}

@@ -53,8 +53,8 @@ type AlterPartitionResult struct {
 // unknown or the epoch is not its current one: a restarted broker must not
 // shrink ISRs on behalf of its previous incarnation.
 func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) ([]AlterPartitionResult, error) {
-	v, _, err := c.submit(ctx, "alter-partition", func(ec *eventCtx) (any, error) {
-		return ec.alterPartition(req)
+	v, _, err := c.submit(ctx, "alter-partition", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(m.replication.alterPartition(w, req))
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -62,8 +62,8 @@ func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionReque
 	return v.([]AlterPartitionResult), nil
 }
 
-func (ec *eventCtx) alterPartition(req AlterPartitionRequest) ([]AlterPartitionResult, error) {
-	b := ec.img().Broker(req.BrokerID)
+func (m *replicationManager) alterPartition(w *work, req AlterPartitionRequest) ([]AlterPartitionResult, error) {
+	b := w.img().Broker(req.BrokerID)
 	if b == nil {
 		return nil, kafkaErr(kerr.StaleBrokerEpoch, "broker %d is not registered", req.BrokerID)
 	}
@@ -74,26 +74,26 @@ func (ec *eventCtx) alterPartition(req AlterPartitionRequest) ([]AlterPartitionR
 	for i, item := range req.Partitions {
 		res := &out[i]
 		res.TopicID, res.Topic, res.Partition = item.TopicID, item.Topic, item.Partition
-		ref, p, err := ec.checkAlterPartition(req.BrokerID, item)
+		ref, p, err := m.checkAlterPartition(w, req.BrokerID, item)
 		if err != nil {
 			res.Err = err
 			continue
 		}
 		res.TopicID, res.Topic = ref.id, ref.name
 		if !slices.Equal(item.NewISR, p.ISR) {
-			if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+			if err := w.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 				Set: rl.ChangeISR, ISR: slices.Clone(item.NewISR)}); err != nil {
 				return nil, err
 			}
-			live, _ := ec.liveSet()
-			ec.plan.leaderAndIsr(ref, liveOf(p.Replicas, live), false)
-			ec.log.Debug("ISR changed by the leader", "topic", ref.name, "partition", ref.part, "leader", p.Leader,
+			live, _ := w.liveSet()
+			w.plan.leaderAndIsr(ref, liveOf(p.Replicas, live), false)
+			w.log.Debug("ISR changed by the leader", "topic", ref.name, "partition", ref.part, "leader", p.Leader,
 				"from", p.ISR, "to", item.NewISR)
-			ec.reassignmentISRChanged(ref)
+			m.reassignmentISRChanged(w, ref)
 		}
 		// The partition as staged is exactly what commits: the FSM runs
 		// the same apply on the same image.
-		now := ec.img().Partition(ref.id, ref.part)
+		now := w.img().Partition(ref.id, ref.part)
 		res.Leader, res.LeaderEpoch, res.PartitionEpoch = now.Leader, now.LeaderEpoch, now.PartitionEpoch
 		res.ISR = slices.Clone(now.ISR)
 	}
@@ -104,8 +104,8 @@ func (ec *eventCtx) alterPartition(req AlterPartitionRequest) ([]AlterPartitionR
 // request. The order of the checks follows Kafka's: an epoch from the
 // future first (this controller may be behind), then who is asking, then
 // staleness, then the ISR itself.
-func (ec *eventCtx) checkAlterPartition(broker int32, item AlterPartitionItem) (partRef, *fsm.Partition, error) {
-	im := ec.img()
+func (m *replicationManager) checkAlterPartition(w *work, broker int32, item AlterPartitionItem) (partRef, *fsm.Partition, error) {
+	im := w.img()
 	var t *fsm.Topic
 	if !item.TopicID.IsZero() {
 		t = im.Topic(item.TopicID)
@@ -149,7 +149,7 @@ func (ec *eventCtx) checkAlterPartition(broker int32, item AlterPartitionItem) (
 		if p.InISR(r) {
 			continue
 		}
-		if why := ec.ineligibleForISR(p, r); why != "" {
+		if why := m.ineligibleForISR(w, p, r); why != "" {
 			return ref, nil, kafkaErr(kerr.IneligibleReplica, "%s-%d: broker %d cannot join the ISR: %s", t.Name, item.Partition, r, why)
 		}
 	}
@@ -161,8 +161,8 @@ func (ec *eventCtx) checkAlterPartition(broker int32, item AlterPartitionItem) (
 // leader right after it left. NewReplica is eligible: it is the state of
 // a reassignment's new replicas while they catch up, and they must join
 // the ISR for the reassignment to complete.
-func (ec *eventCtx) ineligibleForISR(p *fsm.Partition, id int32) string {
-	b := ec.img().Broker(id)
+func (m *replicationManager) ineligibleForISR(w *work, p *fsm.Partition, id int32) string {
+	b := w.img().Broker(id)
 	switch {
 	case b == nil:
 		return "broker is not registered"

@@ -89,16 +89,8 @@ func (c *Controller) AlterPartitionReassignments(ctx context.Context, reqs []Rea
 	if len(todo) == 0 {
 		return out
 	}
-	v, _, err := c.submit(ctx, "alter-partition-reassignments", func(ec *eventCtx) (any, error) {
-		results := make([]ReassignResult, len(todo))
-		for k, i := range todo {
-			res, err := ec.alterReassignment(reqs[i])
-			if err != nil {
-				return nil, err
-			}
-			results[k] = res
-		}
-		return results, nil
+	v, _, err := c.submit(ctx, "alter-partition-reassignments", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(m.replication.alterReassignments(w, reqs, todo))
 	}, nil)
 	for k, i := range todo {
 		if err != nil {
@@ -110,24 +102,38 @@ func (c *Controller) AlterPartitionReassignments(ctx context.Context, reqs []Rea
 	return out
 }
 
+// alterReassignments handles the partitions of a request at todo, in
+// one event, and answers each.
+func (m *replicationManager) alterReassignments(w *work, reqs []Reassign, todo []int) ([]ReassignResult, error) {
+	results := make([]ReassignResult, len(todo))
+	for k, i := range todo {
+		res, err := m.alterReassignment(w, reqs[i])
+		if err != nil {
+			return nil, err
+		}
+		results[k] = res
+	}
+	return results, nil
+}
+
 // alterReassignment handles one partition of a request: the result is
 // the partition's answer (Err set if it is refused); an error fails the
 // event.
-func (ec *eventCtx) alterReassignment(r Reassign) (ReassignResult, error) {
+func (m *replicationManager) alterReassignment(w *work, r Reassign) (ReassignResult, error) {
 	refuse := func(err error) (ReassignResult, error) {
 		return ReassignResult{Topic: r.Topic, Partition: r.Partition, Err: err}, nil
 	}
-	t := ec.img().TopicByName(r.Topic)
-	if t == nil || t.Deleting || ec.img().Partition(t.ID, r.Partition) == nil {
+	t := w.img().TopicByName(r.Topic)
+	if t == nil || t.Deleting || w.img().Partition(t.ID, r.Partition) == nil {
 		return refuse(kafkaErr(kerr.UnknownTopicOrPartition, "%s-%d", r.Topic, r.Partition))
 	}
-	v := newReassignView(ec.img(), t, r.Partition)
+	v := newReassignView(w.img(), t, r.Partition)
 	if r.Replicas == nil {
 		if !v.inProgress() {
 			return refuse(kafkaErr(kerr.NoReassignmentInProgress, "%s-%d", r.Topic, r.Partition))
 		}
-		ec.log.Info("reassignment cancelled", "topic", t.Name, "partition", r.Partition, "back_to", v.original)
-		return ec.setReassignmentTarget(&v, slices.Clone(v.original))
+		w.log.Info("reassignment cancelled", "topic", t.Name, "partition", r.Partition, "back_to", v.original)
+		return m.setReassignmentTarget(w, &v, slices.Clone(v.original))
 	}
 	if len(r.Replicas) == 0 {
 		return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: the replica list is empty", r.Topic, r.Partition))
@@ -138,13 +144,13 @@ func (ec *eventCtx) alterReassignment(r Reassign) (ReassignResult, error) {
 			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker id %d is negative", r.Topic, r.Partition, b))
 		case indexOf(r.Replicas[:i], b) >= 0:
 			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is listed twice in %v", r.Topic, r.Partition, b, r.Replicas))
-		case ec.img().Broker(b) == nil:
+		case w.img().Broker(b) == nil:
 			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is not registered", r.Topic, r.Partition, b))
 		case indexOf(v.doomed, b) >= 0:
 			return refuse(kafkaErr(kerr.ReassignmentInProgress, "%s-%d: the replica on broker %d is still being deleted", r.Topic, r.Partition, b))
 		}
 	}
-	return ec.setReassignmentTarget(&v, slices.Clone(r.Replicas))
+	return m.setReassignmentTarget(w, &v, slices.Clone(r.Replicas))
 }
 
 // reassignView is a partition's reassignment as the image shows it. The
@@ -229,11 +235,6 @@ func intersect(a, b []int32) []int32 {
 	return out
 }
 
-func (ec *eventCtx) electableLive() BrokerSet {
-	live, shutting := ec.liveSet()
-	return live.Without(shutting.IDs()...)
-}
-
 // setReassignmentTarget moves a partition towards target, from no
 // reassignment, one in progress or one whose dropped replicas are still
 // being deleted. The result is the partition's answer (Err set if the
@@ -243,7 +244,7 @@ func (ec *eventCtx) electableLive() BrokerSet {
 // the event leaves a state the view reads correctly: replicas that leave
 // are taken down the deletion path before the record that changes the
 // replica set, so they are never read as original replicas.
-func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (ReassignResult, error) {
+func (m *replicationManager) setReassignmentTarget(w *work, v *reassignView, target []int32) (ReassignResult, error) {
 	p := v.p
 	ref := v.ref
 	res := ReassignResult{Topic: ref.name, Partition: ref.part}
@@ -264,20 +265,20 @@ func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (Reas
 	if p.Leader != rl.NoLeader && indexOf(dropped, p.Leader) >= 0 {
 		el, err := Elect(ReassignedElection, ElectionInput{
 			Partition: PartitionView{Replicas: p.Replicas, ISR: isr, Leader: p.Leader, Target: kept},
-			Live:      ec.electableLive(),
+			Live:      w.electableLive(),
 		})
 		leader := el.Leader
 		if err != nil {
 			leader = rl.NoLeader
 		}
-		if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+		if err := w.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 			Set: rl.ChangeLeader | rl.ChangeISR, Leader: leader, ISR: isr}); err != nil {
 			return res, err
 		}
 		if leader == rl.NoLeader {
-			ec.log.Warn("leader dropped by a reassignment change and no kept replica can lead: partition offline", "topic", ref.name, "partition", ref.part)
-			ec.plan.updateMetadata(ref)
-			if _, err := ec.handlePartitionStateChanges([]partRef{ref}, rl.OfflinePartition, 0, nil); err != nil {
+			w.log.Warn("leader dropped by a reassignment change and no kept replica can lead: partition offline", "topic", ref.name, "partition", ref.part)
+			w.plan.updateMetadata(ref)
+			if _, err := m.handlePartitionStateChanges(w, []partRef{ref}, rl.OfflinePartition, 0, nil); err != nil {
 				return res, err
 			}
 		}
@@ -286,26 +287,26 @@ func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (Reas
 	for _, b := range dropped {
 		drop = append(drop, replica{ref: ref, broker: b})
 	}
-	if err := ec.driveReplicaDeletions(drop, false); err != nil {
+	if err := m.driveReplicaDeletions(w, drop, false); err != nil {
 		return res, err
 	}
-	p = ec.img().Partition(ref.id, ref.part)
+	p = w.img().Partition(ref.id, ref.part)
 	// Whatever the deletions staged above, the replica set is the one
 	// computed: only states and the ISR changed.
-	if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
+	if err := w.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: p.PartitionEpoch,
 		Set: rl.ChangeReplicas | rl.ChangeReassignment, Replicas: replicas, Adding: adding, Removing: removing}); err != nil {
 		return res, err
 	}
 	if len(adding) > 0 || len(removing) > 0 {
-		ec.log.Info("reassignment set", "topic", ref.name, "partition", ref.part, "target", target, "adding", adding, "removing", removing)
+		w.log.Info("reassignment set", "topic", ref.name, "partition", ref.part, "target", target, "adding", adding, "removing", removing)
 	}
-	if err := ec.createNewcomers(ref); err != nil {
+	if err := m.createNewcomers(w, ref); err != nil {
 		return res, err
 	}
-	live, _ := ec.liveSet()
-	ec.plan.leaderAndIsr(ref, liveOf(kept, live), false)
-	nv := newReassignView(ec.img(), ec.img().Topic(ref.id), ref.part)
-	if _, err := ec.maybeCompleteReassignment(&nv); err != nil {
+	live, _ := w.liveSet()
+	w.plan.leaderAndIsr(ref, liveOf(kept, live), false)
+	nv := newReassignView(w.img(), w.img().Topic(ref.id), ref.part)
+	if _, err := m.maybeCompleteReassignment(w, &nv); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -316,9 +317,9 @@ func (ec *eventCtx) setReassignmentTarget(v *reassignView, target []int32) (Reas
 // has a leader) and brings new replicas on live brokers online (a replica
 // on a fenced broker comes online when its broker returns). Replicas
 // being deleted are left alone.
-func (ec *eventCtx) createNewcomers(ref partRef) error {
-	p := ec.img().Partition(ref.id, ref.part)
-	live, _ := ec.liveSet()
+func (m *replicationManager) createNewcomers(w *work, ref partRef) error {
+	p := w.img().Partition(ref.id, ref.part)
+	live, _ := w.liveSet()
 	var fresh, online []replica
 	for j, b := range p.Replicas {
 		r := replica{ref: ref, broker: b}
@@ -333,12 +334,12 @@ func (ec *eventCtx) createNewcomers(ref partRef) error {
 		}
 	}
 	if len(fresh) > 0 {
-		if _, err := ec.handleReplicaStateChanges(fresh, rl.NewReplica); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, fresh, rl.NewReplica); err != nil {
 			return err
 		}
 	}
 	if len(online) > 0 {
-		if _, err := ec.handleReplicaStateChanges(online, rl.OnlineReplica); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, online, rl.OnlineReplica); err != nil {
 			return err
 		}
 	}
@@ -351,7 +352,7 @@ func (ec *eventCtx) createNewcomers(ref partRef) error {
 // ISR keeps only target replicas, the adding and removing lists give way
 // to the list of replicas still to delete, and the original replicas that
 // leave go down the deletion path. It reports whether it completed.
-func (ec *eventCtx) maybeCompleteReassignment(v *reassignView) (bool, error) {
+func (m *replicationManager) maybeCompleteReassignment(w *work, v *reassignView) (bool, error) {
 	if !v.inProgress() {
 		return false, nil
 	}
@@ -365,10 +366,10 @@ func (ec *eventCtx) maybeCompleteReassignment(v *reassignView) (bool, error) {
 	if leader == rl.NoLeader || indexOf(v.target, leader) < 0 {
 		el, err := Elect(ReassignedElection, ElectionInput{
 			Partition: PartitionView{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader, Target: v.target},
-			Live:      ec.electableLive(),
+			Live:      w.electableLive(),
 		})
 		if err != nil {
-			ec.log.Info("reassignment waits for a target replica that can lead", "topic", ref.name, "partition", ref.part, "target", v.target, "error", err)
+			w.log.Info("reassignment waits for a target replica that can lead", "topic", ref.name, "partition", ref.part, "target", v.target, "error", err)
 			return false, nil
 		}
 		leader = el.Leader
@@ -386,29 +387,29 @@ func (ec *eventCtx) maybeCompleteReassignment(v *reassignView) (bool, error) {
 		change.Set |= rl.ChangeLeader
 		change.Leader = leader
 	}
-	if err := ec.stageEach(change); err != nil {
+	if err := w.stageEach(change); err != nil {
 		return false, err
 	}
 	if p.State != rl.OnlinePartition {
-		if err := ec.stageEach(&rl.PartitionStateChange{TopicID: ref.id, State: rl.OnlinePartition, Partitions: []int32{ref.part}}); err != nil {
+		if err := w.stageEach(&rl.PartitionStateChange{TopicID: ref.id, State: rl.OnlinePartition, Partitions: []int32{ref.part}}); err != nil {
 			return false, err
 		}
 	}
-	live, _ := ec.liveSet()
-	ec.plan.leaderAndIsr(ref, liveOf(v.target, live), false)
+	live, _ := w.liveSet()
+	w.plan.leaderAndIsr(ref, liveOf(v.target, live), false)
 	// A new replica is in the ISR but may not be online yet: a failover
 	// can cut the event that created it short after NewReplica.
-	if err := ec.createNewcomers(ref); err != nil {
+	if err := m.createNewcomers(w, ref); err != nil {
 		return false, err
 	}
 	var out []replica
 	for _, b := range leaving {
 		out = append(out, replica{ref: ref, broker: b})
 	}
-	if err := ec.driveReplicaDeletions(out, false); err != nil {
+	if err := m.driveReplicaDeletions(w, out, false); err != nil {
 		return false, err
 	}
-	ec.log.Info("reassignment completed", "topic", ref.name, "partition", ref.part, "replicas", v.target, "leader", leader, "deleting", leaving)
+	w.log.Info("reassignment completed", "topic", ref.name, "partition", ref.part, "replicas", v.target, "leader", leader, "deleting", leaving)
 	return true, nil
 }
 
@@ -417,12 +418,12 @@ func (ec *eventCtx) maybeCompleteReassignment(v *reassignView) (bool, error) {
 // assignment (NonExistentReplica), and brings the partition's
 // reassignment record in line: once nothing is left to add or delete, the
 // record goes.
-func (ec *eventCtx) finishReplicaRemovals(ref partRef) error {
-	t := ec.img().Topic(ref.id)
+func (m *replicationManager) finishReplicaRemovals(w *work, ref partRef) error {
+	t := w.img().Topic(ref.id)
 	if t == nil || t.Deleting {
 		return nil
 	}
-	p := ec.img().Partition(ref.id, ref.part)
+	p := w.img().Partition(ref.id, ref.part)
 	if p == nil {
 		return nil
 	}
@@ -433,12 +434,12 @@ func (ec *eventCtx) finishReplicaRemovals(ref partRef) error {
 		}
 	}
 	if len(gone) > 0 {
-		if _, err := ec.handleReplicaStateChanges(gone, rl.NonExistentReplica); err != nil {
+		if _, err := m.handleReplicaStateChanges(w, gone, rl.NonExistentReplica); err != nil {
 			return err
 		}
 	}
-	t = ec.img().Topic(ref.id)
-	v := newReassignView(ec.img(), t, ref.part)
+	t = w.img().Topic(ref.id)
+	v := newReassignView(w.img(), t, ref.part)
 	if v.marked {
 		leaving := minus(v.original, v.target)
 		var removing []int32
@@ -448,18 +449,18 @@ func (ec *eventCtx) finishReplicaRemovals(ref partRef) error {
 			}
 		}
 		if !slices.Equal(v.adding, v.ra.Adding) || !slices.Equal(removing, v.ra.Removing) {
-			if err := ec.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: v.p.PartitionEpoch,
+			if err := w.stageEach(&rl.PartitionChange{TopicID: ref.id, Partition: ref.part, PartitionEpoch: v.p.PartitionEpoch,
 				Set: rl.ChangeReassignment, Adding: v.adding, Removing: removing}); err != nil {
 				return err
 			}
 			if len(v.adding) == 0 && len(removing) == 0 {
-				ec.log.Info("reassignment finished: the replicas it dropped are deleted", "topic", ref.name, "partition", ref.part)
+				w.log.Info("reassignment finished: the replicas it dropped are deleted", "topic", ref.name, "partition", ref.part)
 			}
 		}
 	}
 	if len(gone) > 0 {
-		live, _ := ec.liveSet()
-		ec.plan.leaderAndIsr(ref, liveOf(v.kept(), live), false)
+		live, _ := w.liveSet()
+		w.plan.leaderAndIsr(ref, liveOf(v.kept(), live), false)
 	}
 	return nil
 }
@@ -472,8 +473,8 @@ func (ec *eventCtx) finishReplicaRemovals(ref partRef) error {
 // completes. With resend, the replicas that stay are sent the partition's
 // state again, new ones with isNew: a previous controller's requests may
 // never have gone out.
-func (ec *eventCtx) driveReassignment(t *fsm.Topic, part int32, resend bool) error {
-	v := newReassignView(ec.img(), t, part)
+func (m *replicationManager) driveReassignment(w *work, t *fsm.Topic, part int32, resend bool) error {
+	v := newReassignView(w.img(), t, part)
 	if v.p == nil {
 		return nil
 	}
@@ -481,29 +482,29 @@ func (ec *eventCtx) driveReassignment(t *fsm.Topic, part int32, resend bool) err
 	for _, b := range v.doomed {
 		doomed = append(doomed, replica{ref: v.ref, broker: b})
 	}
-	if err := ec.driveReplicaDeletions(doomed, resend); err != nil {
+	if err := m.driveReplicaDeletions(w, doomed, resend); err != nil {
 		return err
 	}
-	if err := ec.finishReplicaRemovals(v.ref); err != nil {
+	if err := m.finishReplicaRemovals(w, v.ref); err != nil {
 		return err
 	}
-	t = ec.img().Topic(t.ID)
-	v = newReassignView(ec.img(), t, part)
+	t = w.img().Topic(t.ID)
+	v = newReassignView(w.img(), t, part)
 	if !v.inProgress() {
 		return nil
 	}
-	if err := ec.createNewcomers(v.ref); err != nil {
+	if err := m.createNewcomers(w, v.ref); err != nil {
 		return err
 	}
-	v = newReassignView(ec.img(), ec.img().Topic(t.ID), part)
+	v = newReassignView(w.img(), w.img().Topic(t.ID), part)
 	if resend {
-		live, _ := ec.liveSet()
+		live, _ := w.liveSet()
 		if add := liveOf(v.adding, live); len(add) > 0 && v.p.Leader != rl.NoLeader {
-			ec.plan.leaderAndIsr(v.ref, add, true)
+			w.plan.leaderAndIsr(v.ref, add, true)
 		}
-		ec.plan.leaderAndIsr(v.ref, liveOf(minus(v.kept(), v.adding), live), false)
+		w.plan.leaderAndIsr(v.ref, liveOf(minus(v.kept(), v.adding), live), false)
 	}
-	_, err := ec.maybeCompleteReassignment(&v)
+	_, err := m.maybeCompleteReassignment(w, &v)
 	return err
 }
 
@@ -521,16 +522,16 @@ func reassigningTopics(im fsm.Reader) []*fsm.Topic {
 	return out
 }
 
-// resumeReassignments carries on every reassignment the log shows (a
-// resumer: it runs first thing after activation).
-func (ec *eventCtx) resumeReassignments() error {
-	topics := reassigningTopics(ec.img())
+// resumeReassignments carries on every reassignment the log shows (part
+// of resume: it runs first thing after activation).
+func (m *replicationManager) resumeReassignments(w *work) error {
+	topics := reassigningTopics(w.img())
 	if len(topics) > 0 {
-		ec.log.Info("resuming reassignments", "topics", len(topics))
+		w.log.Info("resuming reassignments", "topics", len(topics))
 	}
 	for _, t := range topics {
 		for _, part := range t.ReassigningPartitions() {
-			if err := ec.driveReassignment(ec.img().Topic(t.ID), part, true); err != nil {
+			if err := m.driveReassignment(w, w.img().Topic(t.ID), part, true); err != nil {
 				return err
 			}
 		}
@@ -544,34 +545,43 @@ func (ec *eventCtx) resumeReassignments() error {
 // changes, when a broker returns and after a failover; the automatic
 // balancer (SetBalance) also runs this check at every interval.
 func (c *Controller) CheckReassignments(ctx context.Context) error {
-	_, _, err := c.submit(ctx, "check-reassignments", func(ec *eventCtx) (any, error) {
-		for _, t := range reassigningTopics(ec.img()) {
-			for _, part := range t.ReassigningPartitions() {
-				if err := ec.driveReassignment(ec.img().Topic(t.ID), part, false); err != nil {
-					return nil, err
-				}
+	_, _, err := c.submit(ctx, "check-reassignments", computeCheckReassignments, nil)
+	return err
+}
+
+// computeCheckReassignments is the compute of a reassignment check, the
+// API's and the loop's balance ticks'.
+func computeCheckReassignments(m *managers, w *work) (eventOutcome, error) {
+	return answer(nil, m.replication.checkReassignments(w))
+}
+
+// checkReassignments drives every reassignment the view shows.
+func (m *replicationManager) checkReassignments(w *work) error {
+	for _, t := range reassigningTopics(w.img()) {
+		for _, part := range t.ReassigningPartitions() {
+			if err := m.driveReassignment(w, w.img().Topic(t.ID), part, false); err != nil {
+				return err
 			}
 		}
-		return nil, nil
-	}, nil)
-	return err
+	}
+	return nil
 }
 
 // reassignmentISRChanged is called when a partition leader's ISR change
 // was staged: a reassignment whose target replicas are now all in the ISR
 // completes in the same event, so the leader's answer already carries the
 // completed partition.
-func (ec *eventCtx) reassignmentISRChanged(ref partRef) {
-	t := ec.img().Topic(ref.id)
+func (m *replicationManager) reassignmentISRChanged(w *work, ref partRef) {
+	t := w.img().Topic(ref.id)
 	if t == nil || t.Deleting {
 		return
 	}
 	if _, ok := t.Reassignments[ref.part]; !ok {
 		return
 	}
-	ec.atomically("reassignment completion check", func(sub *eventCtx) error {
+	w.atomically("reassignment completion check", func(sub *work) error {
 		v := newReassignView(sub.img(), sub.img().Topic(ref.id), ref.part)
-		_, err := sub.maybeCompleteReassignment(&v)
+		_, err := m.maybeCompleteReassignment(sub, &v)
 		return err
 	})
 }

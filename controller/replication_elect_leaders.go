@@ -3,12 +3,10 @@ package controller
 import (
 	"context"
 	"errors"
-	"sort"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
@@ -64,8 +62,8 @@ func (c *Controller) ElectLeaders(ctx context.Context, typ ElectionType, partiti
 	if typ != PreferredLeaderElection && typ != UncleanLeaderElection {
 		return nil, kafkaErr(kerr.InvalidRequest, "unknown election type %d", typ)
 	}
-	v, _, err := c.submit(ctx, "elect-leaders", func(ec *eventCtx) (any, error) {
-		return ec.electLeaders(typ, partitions)
+	v, _, err := c.submit(ctx, "elect-leaders", func(m *managers, w *work) (eventOutcome, error) {
+		return answer(m.replication.electLeaders(w, typ, partitions))
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -73,14 +71,14 @@ func (c *Controller) ElectLeaders(ctx context.Context, typ ElectionType, partiti
 	return v.([]ElectLeadersResult), nil
 }
 
-func (ec *eventCtx) electLeaders(typ ElectionType, partitions []TopicPartition) ([]ElectLeadersResult, error) {
+func (m *replicationManager) electLeaders(w *work, typ ElectionType, partitions []TopicPartition) ([]ElectLeadersResult, error) {
 	all := partitions == nil
 	var out []ElectLeadersResult
 	var refs []partRef
 	at := map[partRef]int{} // where each attempted partition's result is
 	if all {
-		for _, ref := range ec.allPartitionRefs() {
-			p := ec.img().Partition(ref.id, ref.part)
+		for _, ref := range w.allPartitionRefs() {
+			p := w.img().Partition(ref.id, ref.part)
 			switch typ {
 			case PreferredLeaderElection:
 				if len(p.Replicas) > 0 && p.Leader == p.Replicas[0] {
@@ -103,8 +101,8 @@ func (ec *eventCtx) electLeaders(typ ElectionType, partitions []TopicPartition) 
 			}
 			seen[tp] = true
 			res := ElectLeadersResult{Topic: tp.Topic, Partition: tp.Partition}
-			t := ec.img().TopicByName(tp.Topic)
-			if t == nil || t.Deleting || ec.img().Partition(t.ID, tp.Partition) == nil {
+			t := w.img().TopicByName(tp.Topic)
+			if t == nil || t.Deleting || w.img().Partition(t.ID, tp.Partition) == nil {
 				res.Err = kafkaErr(kerr.UnknownTopicOrPartition, "%s-%d", tp.Topic, tp.Partition)
 				out = append(out, res)
 				continue
@@ -122,9 +120,9 @@ func (ec *eventCtx) electLeaders(typ ElectionType, partitions []TopicPartition) 
 	var err error
 	switch typ {
 	case PreferredLeaderElection:
-		failed, err = ec.handlePartitionStateChanges(refs, rl.OnlinePartition, PreferredElection, nil)
+		failed, err = m.handlePartitionStateChanges(w, refs, rl.OnlinePartition, PreferredElection, nil)
 	case UncleanLeaderElection:
-		failed, err = ec.electUnclean(refs)
+		failed, err = m.electUnclean(w, refs)
 	}
 	if err != nil {
 		return nil, err
@@ -140,11 +138,11 @@ func (ec *eventCtx) electLeaders(typ ElectionType, partitions []TopicPartition) 
 // replica with an ISR of itself alone. A partition that has a leader is
 // answered ELECTION_NOT_NEEDED without an election, as Kafka does: the
 // offline strategy would otherwise replace a live leader.
-func (ec *eventCtx) electUnclean(refs []partRef) (map[partRef]error, error) {
+func (m *replicationManager) electUnclean(w *work, refs []partRef) (map[partRef]error, error) {
 	failed := map[partRef]error{}
 	var leaderless []partRef
 	for _, ref := range refs {
-		p := ec.img().Partition(ref.id, ref.part)
+		p := w.img().Partition(ref.id, ref.part)
 		if p != nil && p.Leader != rl.NoLeader {
 			failed[ref] = kafkaErr(kerr.ElectionNotNeeded, "%s-%d: broker %d is the leader", ref.name, ref.part, p.Leader)
 			continue
@@ -154,7 +152,7 @@ func (ec *eventCtx) electUnclean(refs []partRef) (map[partRef]error, error) {
 	if len(leaderless) == 0 {
 		return failed, nil
 	}
-	f, err := ec.handlePartitionStateChanges(leaderless, rl.OnlinePartition, OfflineElection, func(partRef) bool { return true })
+	f, err := m.handlePartitionStateChanges(w, leaderless, rl.OnlinePartition, OfflineElection, func(partRef) bool { return true })
 	if err != nil {
 		return nil, err
 	}
@@ -180,37 +178,4 @@ func electionError(ref partRef, err error) error {
 	default:
 		return kafkaErr(unknownServerError, "%s-%d: %v", ref.name, ref.part, err)
 	}
-}
-
-// allPartitionRefs lists every partition of every topic not being
-// deleted, by topic name and then partition, so the answer to an
-// ElectLeaders for all partitions reads in a stable order.
-func (ec *eventCtx) allPartitionRefs() []partRef {
-	im := ec.img()
-	var topics []*fsm.Topic
-	im.ForEachTopic(func(t *fsm.Topic) bool {
-		if !t.Deleting {
-			topics = append(topics, t)
-		}
-		return true
-	})
-	sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
-	var out []partRef
-	for _, t := range topics {
-		out = append(out, ec.topicPartitionRefs(t)...)
-	}
-	return out
-}
-
-// topicPartitionRefs lists the existing partitions of a topic in order.
-func (ec *eventCtx) topicPartitionRefs(t *fsm.Topic) []partRef {
-	im := ec.img()
-	n := im.PartitionCount(t.ID)
-	out := make([]partRef, 0, n)
-	for i := int32(0); i < n; i++ {
-		if im.Partition(t.ID, i) != nil {
-			out = append(out, partRef{id: t.ID, name: t.Name, part: i})
-		}
-	}
-	return out
 }

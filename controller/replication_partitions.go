@@ -42,8 +42,8 @@ func (c *Controller) CreatePartitions(ctx context.Context, reqs []CreatePartitio
 			continue
 		}
 		r := r
-		calls[i] = c.enqueue(ctx, "create-partitions", func(ec *eventCtx) (any, error) {
-			return nil, ec.createPartitions(r, validateOnly)
+		calls[i] = c.enqueue(ctx, "create-partitions", func(m *managers, w *work) (eventOutcome, error) {
+			return answer(nil, m.replication.createPartitions(w, r, validateOnly))
 		}, nil)
 	}
 	for i := range reqs {
@@ -61,19 +61,19 @@ func (c *Controller) CreatePartitions(ctx context.Context, reqs []CreatePartitio
 // node's when the client retries.
 const maxNewPartitionsPerRequest = 1_000_000
 
-func (ec *eventCtx) createPartitions(r CreatePartitions, validateOnly bool) error {
-	t := ec.img().TopicByName(r.Topic)
+func (m *replicationManager) createPartitions(w *work, r CreatePartitions, validateOnly bool) error {
+	t := w.img().TopicByName(r.Topic)
 	if t == nil || t.Deleting {
 		return kafkaErr(kerr.UnknownTopicOrPartition, "topic %q", r.Topic)
 	}
-	current := ec.img().PartitionCount(t.ID)
+	current := w.img().PartitionCount(t.ID)
 	if r.Count <= current {
 		return kafkaErr(kerr.InvalidPartitions, "topic %q has %d partitions and %d were requested: the count can only grow", r.Topic, current, r.Count)
 	}
 	if n := int64(r.Count) - int64(current); n > maxNewPartitionsPerRequest {
 		return kafkaErr(kerr.InvalidPartitions, "topic %q: adding %d partitions at once, the limit is %d", r.Topic, n, maxNewPartitionsPerRequest)
 	}
-	p0 := ec.img().Partition(t.ID, 0)
+	p0 := w.img().Partition(t.ID, 0)
 	if p0 == nil || len(p0.Replicas) == 0 {
 		return kafkaErr(unknownServerError, "topic %q has no partition 0 to take the replication factor from", r.Topic)
 	}
@@ -92,13 +92,13 @@ func (ec *eventCtx) createPartitions(r CreatePartitions, validateOnly bool) erro
 			return kafkaErr(kerr.InvalidReplicaAssignment, "topic %q: adding %d partitions (from %d to %d) but %d replica lists were given",
 				r.Topic, n, current, r.Count, len(r.Assignment))
 		}
-		a, err := ec.newAssignment(r.Topic, n, rf, r.Assignment, current, rf)
+		a, err := m.newAssignment(w, r.Topic, n, rf, r.Assignment, current, rf)
 		if err != nil {
 			return err
 		}
 		assignment = a
 	} else {
-		brokers := ec.brokerInfos(true)
+		brokers := w.brokerInfos(true)
 		if int(rf) > len(brokers) {
 			return kafkaErr(kerr.InvalidReplicationFactor, "topic %q has replication factor %d, larger than the %d available brokers", r.Topic, rf, len(brokers))
 		}
@@ -116,9 +116,9 @@ func (ec *eventCtx) createPartitions(r CreatePartitions, validateOnly bool) erro
 	if validateOnly {
 		return nil
 	}
-	if err := ec.addPartitions(t.ID, t.Name, current, assignment); err != nil {
+	if err := m.addPartitions(w, t.ID, t.Name, current, assignment); err != nil {
 		return err
 	}
-	ec.log.Info("partitions added", "topic", t.Name, "from", current, "to", r.Count)
+	w.log.Info("partitions added", "topic", t.Name, "from", current, "to", r.Count)
 	return nil
 }

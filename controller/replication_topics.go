@@ -55,8 +55,8 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 			continue
 		}
 		t := t
-		calls[i] = c.enqueue(ctx, "create-topic", func(ec *eventCtx) (any, error) {
-			return ec.createTopic(t, validateOnly)
+		calls[i] = c.enqueue(ctx, "create-topic", func(m *managers, w *work) (eventOutcome, error) {
+			return answer(m.replication.createTopic(w, t, validateOnly))
 		}, nil)
 	}
 	for i := range topics {
@@ -92,62 +92,51 @@ func ValidTopicName(name string) error {
 	return nil
 }
 
-func (ec *eventCtx) brokerInfos(liveOnly bool) []BrokerInfo {
-	var out []BrokerInfo
-	for _, b := range ec.img().Brokers() {
-		if liveOnly && (!b.Live() || b.ShuttingDown) {
-			continue
-		}
-		out = append(out, BrokerInfo{ID: b.ID, Rack: b.Rack})
-	}
-	return out
-}
-
 func startIndex(name string) int {
 	h := fnv.New32a()
 	h.Write([]byte(name))
 	return int(h.Sum32() & 0x7fffffff)
 }
 
-func (ec *eventCtx) createTopic(t CreateTopic, validateOnly bool) (any, error) {
+func (m *replicationManager) createTopic(w *work, t CreateTopic, validateOnly bool) (CreateTopicResult, error) {
 	if err := ValidTopicName(t.Name); err != nil {
-		return nil, err
+		return CreateTopicResult{}, err
 	}
-	if ec.img().TopicByName(t.Name) != nil {
-		return nil, kafkaErr(kerr.TopicAlreadyExists, "topic %q already exists", t.Name)
+	if w.img().TopicByName(t.Name) != nil {
+		return CreateTopicResult{}, kafkaErr(kerr.TopicAlreadyExists, "topic %q already exists", t.Name)
 	}
 	configs, err := validateConfigs(t.Configs)
 	if err != nil {
-		return nil, err
+		return CreateTopicResult{}, err
 	}
-	assignment, err := ec.newAssignment(t.Name, t.NumPartitions, t.ReplicationFactor, t.Assignment, 0, 0)
+	assignment, err := m.newAssignment(w, t.Name, t.NumPartitions, t.ReplicationFactor, t.Assignment, 0, 0)
 	if err != nil {
-		return nil, err
+		return CreateTopicResult{}, err
 	}
 	res := CreateTopicResult{Name: t.Name, NumPartitions: int32(len(assignment)), ReplicationFactor: int16(len(assignment[0])), Configs: configs}
 	if validateOnly {
 		return res, nil
 	}
 	if _, err := rand.Read(res.TopicID[:]); err != nil {
-		return nil, kafkaErr(kerr.UnknownServerError, "topic id: %v", err)
+		return CreateTopicResult{}, kafkaErr(kerr.UnknownServerError, "topic id: %v", err)
 	}
 	// The topic, a Partition and a PartitionChange per partition, and the
 	// replica and partition state changes of the whole topic.
-	ec.txn.Grow(4 + 2*len(assignment))
-	if err := ec.stageEach(&rl.Topic{TopicID: res.TopicID, Name: t.Name, Configs: configs}); err != nil {
-		return nil, err
+	w.txn.Grow(4 + 2*len(assignment))
+	if err := w.stageEach(&rl.Topic{TopicID: res.TopicID, Name: t.Name, Configs: configs}); err != nil {
+		return CreateTopicResult{}, err
 	}
-	if err := ec.addPartitions(res.TopicID, t.Name, 0, assignment); err != nil {
-		return nil, err
+	if err := m.addPartitions(w, res.TopicID, t.Name, 0, assignment); err != nil {
+		return CreateTopicResult{}, err
 	}
-	if ec.log.IsInfo() { // its arguments cost more than the create itself when the line is dropped
-		ec.log.Info("topic created", "topic", t.Name, "id", res.TopicID.String(), "partitions", res.NumPartitions, "replication_factor", res.ReplicationFactor)
+	if w.log.IsInfo() { // its arguments cost more than the create itself when the line is dropped
+		w.log.Info("topic created", "topic", t.Name, "id", res.TopicID.String(), "partitions", res.NumPartitions, "replication_factor", res.ReplicationFactor)
 	}
 	return res, nil
 }
 
 // newAssignment validates an explicit assignment or computes one.
-func (ec *eventCtx) newAssignment(name string, partitions int32, rf int16, explicit [][]int32, first int32, wantRF int16) ([][]int32, error) {
+func (m *replicationManager) newAssignment(w *work, name string, partitions int32, rf int16, explicit [][]int32, first int32, wantRF int16) ([][]int32, error) {
 	if len(explicit) > 0 {
 		if first == 0 && (partitions != -1 || rf != -1) {
 			return nil, kafkaErr(kerr.InvalidRequest, "with a replica assignment, the number of partitions and the replication factor must be -1")
@@ -157,7 +146,7 @@ func (ec *eventCtx) newAssignment(name string, partitions int32, rf int16, expli
 			pa[i] = PartitionAssignment{Partition: first + int32(i), Replicas: reps}
 		}
 		var ids []int32
-		for _, b := range ec.img().Brokers() {
+		for _, b := range w.img().Brokers() {
 			ids = append(ids, b.ID)
 		}
 		if err := ValidateAssignment(pa, AssignmentRules{FirstPartitionID: first, ReplicationFactor: wantRF, Brokers: NewBrokerSet(ids...)}); err != nil {
@@ -177,7 +166,7 @@ func (ec *eventCtx) newAssignment(name string, partitions int32, rf int16, expli
 	if rf <= 0 {
 		return nil, kafkaErr(kerr.InvalidReplicationFactor, "replication factor must be larger than 0, got %d", rf)
 	}
-	brokers := ec.brokerInfos(true)
+	brokers := w.brokerInfos(true)
 	if int(rf) > len(brokers) {
 		return nil, kafkaErr(kerr.InvalidReplicationFactor, "replication factor %d is larger than the %d available brokers", rf, len(brokers))
 	}
@@ -198,7 +187,7 @@ func (ec *eventCtx) newAssignment(name string, partitions int32, rf int16, expli
 // live replica leads, live replicas form the ISR), then the live replicas
 // OnlineReplica. Only the election sends anything: LeaderAndIsr to the
 // replicas and UpdateMetadata to every live broker.
-func (ec *eventCtx) addPartitions(id rl.TopicID, name string, first int32, assignment [][]int32) error {
+func (m *replicationManager) addPartitions(w *work, id rl.TopicID, name string, first int32, assignment [][]int32) error {
 	n := 0
 	for _, r := range assignment {
 		n += len(r)
@@ -207,7 +196,7 @@ func (ec *eventCtx) addPartitions(id rl.TopicID, name string, first int32, assig
 	reps := make([]replica, 0, n)
 	for i, r := range assignment {
 		p := first + int32(i)
-		if err := ec.stageEach(&rl.Partition{TopicID: id, Partition: p, Replicas: r}); err != nil {
+		if err := w.stageEach(&rl.Partition{TopicID: id, Partition: p, Replicas: r}); err != nil {
 			return err
 		}
 		ref := partRef{id: id, name: name, part: p}
@@ -216,23 +205,23 @@ func (ec *eventCtx) addPartitions(id rl.TopicID, name string, first int32, assig
 			reps = append(reps, replica{ref: ref, broker: b})
 		}
 	}
-	if _, err := ec.handleReplicaStateChanges(reps, rl.NewReplica); err != nil {
+	if _, err := m.handleReplicaStateChanges(w, reps, rl.NewReplica); err != nil {
 		return err
 	}
-	failed, err := ec.handlePartitionStateChanges(refs, rl.OnlinePartition, OfflineElection, nil)
+	failed, err := m.handlePartitionStateChanges(w, refs, rl.OnlinePartition, OfflineElection, nil)
 	if err != nil {
 		return err
 	}
 	for ref, e := range failed {
-		ec.log.Warn("new partition has no live replica: left offline", "topic", ref.name, "partition", ref.part, "error", e)
+		w.log.Warn("new partition has no live replica: left offline", "topic", ref.name, "partition", ref.part, "error", e)
 	}
-	live, _ := ec.liveSet()
+	live, _ := w.liveSet()
 	online := make([]replica, 0, len(reps))
 	for _, r := range reps {
 		if live.Has(r.broker) {
 			online = append(online, r)
 		}
 	}
-	_, err = ec.handleReplicaStateChanges(online, rl.OnlineReplica)
+	_, err = m.handleReplicaStateChanges(w, online, rl.OnlineReplica)
 	return err
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
@@ -61,90 +60,39 @@ type BalanceResult struct {
 	Runs int
 }
 
-// balancer is the automatic rebalance of one controller: its settings
-// and the goroutine that runs it.
-type balancer struct {
-	mu   sync.Mutex
-	cfg  BalanceConfig
-	stop chan struct{}
-	done chan struct{}
-}
-
-// balancers holds the balancer of each controller that has one.
-var balancers sync.Map // *Controller -> *balancer
-
 // defaultBalance is what RebalanceLeaders runs with before SetBalance.
 var defaultBalance = BalanceConfig{ImbalancePercent: 10}
 
 // SetBalance sets the automatic preferred-leader rebalance. With a
-// positive Interval a goroutine checks the balance at that interval
-// whenever this node is the active controller (and runs
+// positive Interval the event loop checks the balance at that interval
+// whenever this node is the active controller (and runs the check of
 // CheckReassignments with it); a zero Interval stops it. The settings
-// apply to RebalanceLeaders too. SetBalance(BalanceConfig{}) stops the
-// goroutine and restores the defaults (10%, DefaultMaxPerRun); call it
-// before dropping a controller that had an interval set.
+// apply to RebalanceLeaders too. SetBalance(BalanceConfig{}) stops it and
+// restores the defaults (10%, DefaultMaxPerRun).
 func (c *Controller) SetBalance(cfg BalanceConfig) {
-	v, _ := balancers.LoadOrStore(c, &balancer{})
-	b := v.(*balancer)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.stop != nil {
-		close(b.stop)
-		<-b.done
-		b.stop, b.done = nil, nil
-	}
-	b.cfg = cfg
 	if cfg == (BalanceConfig{}) {
-		balancers.Delete(c)
-		return
+		cfg = defaultBalance
 	}
-	if cfg.Interval <= 0 {
-		return
+	c.mu.Lock()
+	c.balance = cfg
+	c.balanceSets++
+	c.mu.Unlock()
+	select {
+	case c.balanceChanged <- struct{}{}:
+	default: // the loop has yet to take the last change: it reads this one too
 	}
-	b.stop, b.done = make(chan struct{}), make(chan struct{})
-	go c.runBalancer(cfg, b.stop, b.done)
 }
 
 func (c *Controller) balanceConfig() BalanceConfig {
-	v, ok := balancers.Load(c)
-	if !ok {
-		return defaultBalance
-	}
-	b := v.(*balancer)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.cfg
+	cfg, _ := c.balanceSettings()
+	return cfg
 }
 
-func (c *Controller) runBalancer(cfg BalanceConfig, stop, done chan struct{}) {
-	defer close(done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	tick := time.NewTicker(cfg.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		if ok, _ := c.Active(); !ok {
-			continue
-		}
-		if err := c.CheckReassignments(ctx); err != nil {
-			c.log.Debug("reassignment check failed", "error", err)
-		}
-		if _, err := c.rebalance(ctx, cfg); err != nil {
-			c.log.Debug("leader rebalance failed", "error", err)
-		}
-	}
+// balanceSettings returns the settings and how many times they were set.
+func (c *Controller) balanceSettings() (BalanceConfig, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.balance, c.balanceSets
 }
 
 // RebalanceLeaders runs a preferred-leader rebalance now, as the
@@ -167,24 +115,35 @@ func (c *Controller) rebalance(ctx context.Context, cfg BalanceConfig) (BalanceR
 	var total BalanceResult
 	var carried []partRef
 	for first := true; ; first = false {
-		v, _, err := c.submit(ctx, "rebalance-leaders", func(ec *eventCtx) (any, error) {
-			return ec.rebalanceRun(cfg, first, carried)
-		}, nil)
+		v, _, err := c.submit(ctx, "rebalance-leaders", computeRebalanceRun(cfg, first, carried), nil)
 		if err != nil {
 			return total, err
 		}
-		run := v.(balanceRun)
-		total.Runs++
-		total.Moved += run.moved
-		total.Failed += run.failed
-		if first {
-			total.Brokers = run.brokers
-		}
-		carried = run.rest
-		if len(carried) == 0 || run.moved+run.failed == 0 {
+		next, more := total.add(v.(balanceRun), first)
+		if !more {
 			return total, nil
 		}
+		carried = next
 	}
+}
+
+// computeRebalanceRun is the compute of one run of a rebalance.
+func computeRebalanceRun(cfg BalanceConfig, first bool, carried []partRef) computeFunc {
+	return func(m *managers, w *work) (eventOutcome, error) {
+		return answer(m.replication.rebalanceRun(w, cfg, first, carried))
+	}
+}
+
+// add counts a run into the rebalance's result and returns the candidates
+// left for the next run, and whether there is to be one.
+func (total *BalanceResult) add(run balanceRun, first bool) (rest []partRef, more bool) {
+	total.Runs++
+	total.Moved += run.moved
+	total.Failed += run.failed
+	if first {
+		total.Brokers = run.brokers
+	}
+	return run.rest, len(run.rest) > 0 && run.moved+run.failed > 0
 }
 
 type preferredStats struct {
@@ -204,12 +163,12 @@ type balanceRun struct {
 // run of a rebalance scans the image for the imbalanced brokers and their
 // candidate partitions; the next ones take up the candidates left, each
 // checked again against the image as it is by then.
-func (ec *eventCtx) rebalanceRun(cfg BalanceConfig, first bool, carried []partRef) (balanceRun, error) {
+func (m *replicationManager) rebalanceRun(w *work, cfg BalanceConfig, first bool, carried []partRef) (balanceRun, error) {
 	var run balanceRun
 	if first {
-		run.brokers, carried = ec.imbalancedBrokers(cfg)
+		run.brokers, carried = m.imbalancedBrokers(w, cfg)
 	}
-	eligible := ec.electableLive()
+	eligible := w.electableLive()
 	budget := cfg.maxPerRun()
 	var refs []partRef
 	for i, ref := range carried {
@@ -217,14 +176,14 @@ func (ec *eventCtx) rebalanceRun(cfg BalanceConfig, first bool, carried []partRe
 			run.rest = carried[i:]
 			break
 		}
-		if ec.preferredCandidate(ref, eligible) {
+		if m.preferredCandidate(w, ref, eligible) {
 			refs = append(refs, ref)
 		}
 	}
 	if len(refs) == 0 {
 		return run, nil
 	}
-	failed, err := ec.handlePartitionStateChanges(refs, rl.OnlinePartition, PreferredElection, nil)
+	failed, err := m.handlePartitionStateChanges(w, refs, rl.OnlinePartition, PreferredElection, nil)
 	if err != nil {
 		return run, err
 	}
@@ -235,15 +194,15 @@ func (ec *eventCtx) rebalanceRun(cfg BalanceConfig, first bool, carried []partRe
 
 // preferredCandidate reports whether a preferred election can move the
 // partition's leadership back to its preferred replica.
-func (ec *eventCtx) preferredCandidate(ref partRef, eligible BrokerSet) bool {
-	t := ec.img().Topic(ref.id)
+func (m *replicationManager) preferredCandidate(w *work, ref partRef, eligible BrokerSet) bool {
+	t := w.img().Topic(ref.id)
 	if t == nil || t.Deleting {
 		return false
 	}
 	if _, ok := t.Reassignments[ref.part]; ok {
 		return false
 	}
-	p := ec.img().Partition(ref.id, ref.part)
+	p := w.img().Partition(ref.id, ref.part)
 	if p == nil || len(p.Replicas) == 0 {
 		return false
 	}
@@ -254,9 +213,9 @@ func (ec *eventCtx) preferredCandidate(ref partRef, eligible BrokerSet) bool {
 // imbalancedBrokers finds the brokers above the imbalance threshold and,
 // broker by broker in id order, the partitions a preferred election can
 // give back to them.
-func (ec *eventCtx) imbalancedBrokers(cfg BalanceConfig) ([]int32, []partRef) {
-	im := ec.img()
-	eligible := ec.electableLive()
+func (m *replicationManager) imbalancedBrokers(w *work, cfg BalanceConfig) ([]int32, []partRef) {
+	im := w.img()
+	eligible := w.electableLive()
 	stats := map[int32]*preferredStats{}
 	var topics []*fsm.Topic
 	im.ForEachTopic(func(t *fsm.Topic) bool {
@@ -300,7 +259,7 @@ func (ec *eventCtx) imbalancedBrokers(cfg BalanceConfig) ([]int32, []partRef) {
 	var cands []partRef
 	for _, b := range brokers {
 		st := stats[b]
-		ec.log.Info("leader imbalance: moving leadership back to the preferred replica", "broker", b,
+		w.log.Info("leader imbalance: moving leadership back to the preferred replica", "broker", b,
 			"preferred_for", st.preferred, "led_elsewhere", st.elsewhere, "moving", len(st.candidates))
 		cands = append(cands, st.candidates...)
 	}
