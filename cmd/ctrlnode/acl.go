@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 // ACL rules (CreateAcls, DescribeAcls, DeleteAcls) are read and changed
@@ -245,7 +247,7 @@ func aclAdd(args []string, stdout, stderr io.Writer) int {
 	}
 	answer, err := c.toController(ctx, req, func(r kmsg.Response) error {
 		for _, x := range r.(*kmsg.CreateACLsResponse).Results {
-			if err := retryOn(x.ErrorCode); err != nil {
+			if err := kafkaclient.NotController(x.ErrorCode); err != nil {
 				return err
 			}
 		}
@@ -400,7 +402,7 @@ func (c *cli) describeACLs(ctx context.Context, f aclFilter) ([]aclRule, error) 
 	req.ResourceType, req.ResourceName, req.ResourcePatternType = f.resourceType, f.name, f.pattern
 	req.Principal, req.Host, req.Operation, req.PermissionType = f.principal, f.host, f.operation, f.permission
 	r, err := c.toController(ctx, req, func(r kmsg.Response) error {
-		return retryOn(r.(*kmsg.DescribeACLsResponse).ErrorCode)
+		return kafkaclient.NotController(r.(*kmsg.DescribeACLsResponse).ErrorCode)
 	})
 	if err != nil {
 		return nil, err
@@ -447,7 +449,7 @@ func aclRemove(args []string, stdout, stderr io.Writer) int {
 	req.Filters = append(req.Filters, df)
 	r, err := c.toController(ctx, req, func(r kmsg.Response) error {
 		for _, res := range r.(*kmsg.DeleteACLsResponse).Results {
-			if err := retryOn(res.ErrorCode); err != nil {
+			if err := kafkaclient.NotController(res.ErrorCode); err != nil {
 				return err
 			}
 		}

@@ -15,9 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
@@ -73,7 +71,8 @@ type cli struct {
 	tlsFiles  tlsconfig.Files
 	tlsDial   kafkaclient.DialFunc // set by tlsDialer once loaded
 	saslFlags saslFlags
-	saslMech  kgosasl.Mechanism // set by saslMechanism once checked
+	saslMech  kgosasl.Mechanism       // set by saslMechanism once checked
+	ctl       *kafkaclient.Controller // set by controller on first use
 }
 
 // newCLI makes the flag set of an admin command with the common flags.
@@ -155,52 +154,6 @@ func (c *cli) httpAddrs(flagVal listFlag) []string {
 	return nil
 }
 
-// clients connects to the cluster.
-func (c *cli) clients() (*kgo.Client, *kadm.Client, error) {
-	var seeds []string
-	for _, s := range strings.Split(c.bootstrap, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			return nil, nil, usageErr("--bootstrap %q is not host:port", s)
-		}
-		seeds = append(seeds, s)
-	}
-	if len(seeds) == 0 {
-		return nil, nil, usageErr("--bootstrap is empty")
-	}
-	dial, err := c.tlsDialer()
-	if err != nil {
-		return nil, nil, err
-	}
-	mech, err := c.saslMechanism()
-	if err != nil {
-		return nil, nil, err
-	}
-	var opts []kgo.Opt
-	if dial != nil {
-		opts = append(opts, kgo.Dialer(dial))
-	}
-	if mech != nil {
-		opts = append(opts, kgo.SASL(mech))
-	}
-	cl, err := kgo.NewClient(append(opts,
-		kgo.SeedBrokers(seeds...),
-		kgo.ClientID("ctrlnode-admin"),
-		kgo.DialTimeout(min(c.timeout, 10*time.Second)),
-		kgo.RetryTimeout(c.timeout),
-		kgo.RequestTimeoutOverhead(5*time.Second),
-		kgo.MetadataMinAge(100*time.Millisecond),
-	)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	adm := kadm.NewClient(cl)
-	adm.SetTimeoutMillis(int32(min(c.timeout, 5*time.Minute).Milliseconds()))
-	return cl, adm, nil
-}
-
 // tlsDialer returns the TLS dialler of --tls-ca/--tls-cert/--tls-key, or
 // nil when none is given (plain TCP). The server's certificate is
 // verified against the CA bundle and the host name dialled. --tls-ca
@@ -269,8 +222,7 @@ func (c *cli) fail(err error) int {
 
 func unreachable(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, kgo.ErrClientClosed)
+	return errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // printJSON writes v as indented JSON.
@@ -308,6 +260,18 @@ func itemError(err error, msg string) string {
 	}
 	return ke.Message + ": " + msg
 }
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// timeoutMillis is --timeout as a request's TimeoutMillis, at most 5
+// minutes.
+func (c *cli) timeoutMillis() int32 { return int32(min(c.timeout, 5*time.Minute).Milliseconds()) }
 
 // isCode reports whether err is the Kafka error e.
 func isCode(err error, e *kerr.Error) bool { return errors.Is(err, e) }

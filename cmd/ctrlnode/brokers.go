@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
@@ -20,19 +19,6 @@ type clusterNode struct {
 	Port   int32
 	Rack   string
 	Fenced bool
-}
-
-// cluster returns the cluster as the active controller describes it:
-// the data brokers (fenced ones included) and the voters.
-func (c *cli) cluster(ctx context.Context) (clusterView, error) {
-	conn, view, err := c.controllerConn(ctx)
-	if err != nil {
-		return clusterView{}, err
-	}
-	_ = conn.Close()
-	sort.Slice(view.brokers, func(i, j int) bool { return view.brokers[i].ID < view.brokers[j].ID })
-	sort.Slice(view.voters, func(i, j int) bool { return view.voters[i].ID < view.voters[j].ID })
-	return view, nil
 }
 
 // httpGetJSON reads a JSON answer from a node's HTTP endpoint.

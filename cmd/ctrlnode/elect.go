@@ -65,11 +65,6 @@ already the one the election would pick counts as done, not failed.`, stdout, st
 		}
 		sp = append(sp, partitionSpec{*topic, int32(v)})
 	}
-	cl, _, err := c.clients()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer cl.Close()
 	ctx, cancel := c.context()
 	defer cancel()
 	if *topic != "" && len(parts) == 0 {
@@ -103,10 +98,11 @@ already the one the election would pick counts as done, not failed.`, stdout, st
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, s.Partition)
 		}
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	r, err := c.toController(ctx, req, nil)
 	if err != nil {
 		return c.fail(err)
 	}
+	resp := r.(*kmsg.ElectLeadersResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return c.fail(fmt.Errorf("election refused: %w", err))
 	}

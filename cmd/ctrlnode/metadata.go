@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -21,10 +21,16 @@ type partMeta struct {
 
 type topicMeta struct {
 	Name       string
-	ID         kadm.TopicID
+	ID         topicID
 	Err        error
 	Partitions []partMeta // by partition
 }
+
+// topicID is a topic id as the admin commands print it: base64, as
+// Kafka's tools do.
+type topicID [16]byte
+
+func (t topicID) String() string { return base64.StdEncoding.EncodeToString(t[:]) }
 
 func (t topicMeta) partition(p int32) (partMeta, bool) {
 	for _, pm := range t.Partitions {
@@ -59,7 +65,7 @@ func (c *cli) fetchMetadata(ctx context.Context, topics []string) (map[string]to
 		if t.Topic == nil {
 			continue
 		}
-		tm := topicMeta{Name: *t.Topic, ID: kadm.TopicID(t.TopicID), Err: kerr.ErrorForCode(t.ErrorCode)}
+		tm := topicMeta{Name: *t.Topic, ID: topicID(t.TopicID), Err: kerr.ErrorForCode(t.ErrorCode)}
 		for _, p := range t.Partitions {
 			tm.Partitions = append(tm.Partitions, partMeta{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 				Replicas: p.Replicas, ISR: p.ISR, OfflineReplicas: p.OfflineReplicas, Err: kerr.ErrorForCode(p.ErrorCode)})

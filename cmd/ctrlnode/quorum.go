@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/ops"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 func runQuorum(args []string, stdout, stderr io.Writer) int {
@@ -62,7 +63,7 @@ func (c *cli) describeQuorum(ctx context.Context) (*kmsg.DescribeQuorumResponse,
 	req.Topics = append(req.Topics, rt)
 	r, err := c.toController(ctx, req, func(r kmsg.Response) error {
 		resp := r.(*kmsg.DescribeQuorumResponse)
-		if err := retryOn(resp.ErrorCode); err != nil {
+		if err := kafkaclient.NotController(resp.ErrorCode); err != nil {
 			return err
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
@@ -73,7 +74,7 @@ func (c *cli) describeQuorum(ctx context.Context) (*kmsg.DescribeQuorumResponse,
 		}
 		if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
 			if errors.Is(err, kerr.NotLeaderForPartition) {
-				return fmt.Errorf("%w: %v", errRetry, err)
+				return fmt.Errorf("%w: %v", kafkaclient.ErrNotController, err)
 			}
 			return err
 		}

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -90,11 +91,6 @@ func (c *cli) currentAssignments(ctx context.Context, topics ...string) (map[str
 
 // alter sends AlterPartitionReassignments: replicas nil cancels.
 func alter(c *cli, plan admin.Plan, cancelIt bool) ([]reassignResult, error) {
-	cl, _, err := c.clients()
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
 	ctx, cancel := c.context()
 	defer cancel()
 	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
@@ -116,10 +112,11 @@ func alter(c *cli, plan admin.Plan, cancelIt bool) ([]reassignResult, error) {
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	answer, err := c.toController(ctx, req, nil)
 	if err != nil {
 		return nil, err
 	}
+	resp := answer.(*kmsg.AlterPartitionAssignmentsResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		msg := ""
 		if resp.ErrorMessage != nil {
@@ -192,11 +189,6 @@ partitions is printed first (on standard error, or under "previous" with
 }
 
 func previousAssignment(c *cli, plan admin.Plan) (admin.Plan, error) {
-	cl, _, err := c.clients()
-	if err != nil {
-		return admin.Plan{}, err
-	}
-	defer cl.Close()
 	ctx, cancel := c.context()
 	defer cancel()
 	var topics []string
@@ -227,35 +219,52 @@ type reassignment struct {
 }
 
 func listReassignments(c *cli, topics []string) ([]reassignment, error) {
-	cl, adm, err := c.clients()
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
 	ctx, cancel := c.context()
 	defer cancel()
-	var set kadm.TopicsSet
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = c.timeoutMillis()
 	if len(topics) > 0 {
 		details, err := c.fetchMetadata(ctx, topics)
 		if err != nil {
 			return nil, err
 		}
-		set = kadm.TopicsSet{}
-		for _, t := range details {
-			for _, p := range t.Partitions {
-				set.Add(t.Name, p.Partition)
+		req.Topics = []kmsg.ListPartitionReassignmentsRequestTopic{}
+		for _, name := range metaNames(details) {
+			rt := kmsg.NewListPartitionReassignmentsRequestTopic()
+			rt.Topic = name
+			for _, p := range details[name].Partitions {
+				rt.Partitions = append(rt.Partitions, p.Partition)
+			}
+			if len(rt.Partitions) > 0 {
+				req.Topics = append(req.Topics, rt)
 			}
 		}
-	}
-	resp, err := adm.ListPartitionReassignments(ctx, set)
+		if len(req.Topics) == 0 {
+			return []reassignment{}, nil
+		}
+	} // else null: every reassignment in progress
+	answer, err := c.toController(ctx, req, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := []reassignment{}
-	for _, r := range resp.Sorted() {
-		out = append(out, reassignment{Topic: r.Topic, Partition: r.Partition, Replicas: nonNil(r.Replicas),
-			Adding: nonNil(r.AddingReplicas), Removing: nonNil(r.RemovingReplicas)})
+	resp := answer.(*kmsg.ListPartitionReassignmentsResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		if msg := deref(resp.ErrorMessage); msg != "" && !errors.Is(err, kerr.ClusterAuthorizationFailed) && !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return nil, fmt.Errorf("%w: %s", err, msg)
+		}
+		return nil, err
 	}
+	out := []reassignment{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, reassignment{Topic: t.Topic, Partition: p.Partition, Replicas: nonNil(p.Replicas),
+				Adding: nonNil(p.AddingReplicas), Removing: nonNil(p.RemovingReplicas)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
 	return out, nil
 }
 
@@ -352,11 +361,6 @@ differ.`, stdout, stderr)
 	if err != nil {
 		return c.fail(err)
 	}
-	cl, _, err := c.clients()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer cl.Close()
 	ctx, cancel := c.context()
 	defer cancel()
 	details, err := c.currentAssignments(ctx, topics...)
@@ -428,11 +432,6 @@ each move. Nothing is changed: run 'reassign execute' with the plan.`, stdout, s
 		}
 		targets = append(targets, int32(v))
 	}
-	cl, _, err := c.clients()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer cl.Close()
 	ctx, cancel := c.context()
 	defer cancel()
 	if len(targets) == 0 {

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"strconv"
+	"sort"
 	"strings"
 	"time"
 
@@ -20,9 +19,9 @@ import (
 // not route to the controller (Metadata, DescribeCluster, DescribeConfigs,
 // IncrementalAlterConfigs) to any of them, and a data broker's agent
 // serves none of the admin APIs; a standby voter's image may also be a
-// raft heartbeat behind the active one. So reads and config changes go to
-// the active controller itself, found through --bootstrap, on a
-// connection of their own.
+// raft heartbeat behind the active one. So every request of the admin
+// commands goes to the active controller itself, found through
+// --bootstrap, on a connection of its own.
 
 func (c *cli) seeds() ([]string, error) {
 	var seeds []string
@@ -41,52 +40,69 @@ func (c *cli) seeds() ([]string, error) {
 	return seeds, nil
 }
 
-func (c *cli) dial(ctx context.Context, addr string) (*kafkaclient.Conn, error) {
-	opts := kafkaclient.Options{ClientID: "ctrlnode-admin", DialTimeout: min(c.timeout, 10*time.Second)}
-	dial, err := c.tlsDialer()
+// controller is the connection to the active controller, found through
+// the seeds (see kafkaclient.Controller). Every connection logs in,
+// right after ApiVersions; a refused login or a missing client
+// certificate ends the search at once (permanent).
+func (c *cli) controller() (*kafkaclient.Controller, error) {
+	if c.ctl != nil {
+		return c.ctl, nil
+	}
+	seeds, err := c.seeds()
 	if err != nil {
 		return nil, err
 	}
-	// Every connection logs in, right after ApiVersions.
+	opts := kafkaclient.Options{ClientID: "ctrlnode-admin", DialTimeout: min(c.timeout, 10*time.Second)}
+	if opts.Dial, err = c.tlsDialer(); err != nil {
+		return nil, err
+	}
 	if opts.SASL, err = c.saslMechanism(); err != nil {
 		return nil, err
 	}
-	opts.Dial = dial
-	return kafkaclient.Dial(ctx, addr, opts)
+	c.ctl = kafkaclient.NewController(kafkaclient.ControllerConfig{Bootstrap: seeds, Options: opts, Permanent: c.permanent})
+	return c.ctl, nil
 }
 
-// ask sends req on conn at the highest version both know.
-func ask(ctx context.Context, conn *kafkaclient.Conn, req kmsg.Request) (kmsg.Response, error) {
-	if err := conn.Pick(req, 0); err != nil {
+// toController sends req to the active controller on a connection of its
+// own, retrying while no controller is known (an election) and after an
+// answer saying NOT_CONTROLLER, until ctx ends; check inspects the answer
+// and returns an error wrapping kafkaclient.ErrNotController to have it
+// sent again to the active controller found anew.
+func (c *cli) toController(ctx context.Context, req kmsg.Request, check func(kmsg.Response) error) (kmsg.Response, error) {
+	ctl, err := c.controller()
+	if err != nil {
 		return nil, err
 	}
-	return conn.Request(ctx, req)
+	defer ctl.Close()
+	return ctl.Do(ctx, req, check)
 }
 
-// clusterView is DescribeCluster as one voter answered it.
+// clusterView is DescribeCluster as the active controller answered it.
 type clusterView struct {
 	brokers, voters []clusterNode
 	controller      int32
 	clusterID       string
 }
 
-// describeClusterVia asks one voter for the voters (endpoint type 2) and
-// for voters and data brokers together (type 1); the difference is the
-// data brokers.
-func describeClusterVia(ctx context.Context, conn *kafkaclient.Conn) (clusterView, error) {
+// cluster returns the cluster as the active controller describes it:
+// the voters (endpoint type 2) and, from voters and data brokers
+// together (type 1), the data brokers (fenced ones included), in id
+// order.
+func (c *cli) cluster(ctx context.Context) (clusterView, error) {
 	get := func(endpointType int8) (*kmsg.DescribeClusterResponse, error) {
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.EndpointType = endpointType
 		req.IncludeFencedBrokers = true
-		r, err := ask(ctx, conn, req)
+		r, err := c.toController(ctx, req, func(r kmsg.Response) error {
+			if err := kerr.ErrorForCode(r.(*kmsg.DescribeClusterResponse).ErrorCode); err != nil {
+				return fmt.Errorf("DescribeCluster: %w", err)
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		resp := r.(*kmsg.DescribeClusterResponse)
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return nil, fmt.Errorf("DescribeCluster: %w", err)
-		}
-		return resp, nil
+		return r.(*kmsg.DescribeClusterResponse), nil
 	}
 	ctrl, err := get(2)
 	if err != nil {
@@ -112,115 +128,7 @@ func describeClusterVia(ctx context.Context, conn *kafkaclient.Conn) (clusterVie
 		}
 		v.brokers = append(v.brokers, n)
 	}
+	sort.Slice(v.brokers, func(i, j int) bool { return v.brokers[i].ID < v.brokers[j].ID })
+	sort.Slice(v.voters, func(i, j int) bool { return v.voters[i].ID < v.voters[j].ID })
 	return v, nil
-}
-
-// controllerConn finds the active controller through the seeds and
-// connects to it, retrying while none is known (an election) until ctx
-// ends. It returns the cluster as the active controller describes it.
-func (c *cli) controllerConn(ctx context.Context) (*kafkaclient.Conn, clusterView, error) {
-	seeds, err := c.seeds()
-	if err != nil {
-		return nil, clusterView{}, err
-	}
-	var lastErr error
-	for {
-		for _, s := range seeds {
-			conn, err := c.dial(ctx, s)
-			if err != nil {
-				if err := c.permanent(err); err != nil {
-					return nil, clusterView{}, err
-				}
-				lastErr = err
-				continue
-			}
-			view, err := describeClusterVia(ctx, conn)
-			_ = conn.Close()
-			if err != nil {
-				lastErr = err
-				continue
-			}
-			if view.controller < 0 {
-				lastErr = errors.New("no active controller known (an election is under way)")
-				continue
-			}
-			for _, v := range view.voters {
-				if v.ID != view.controller {
-					continue
-				}
-				addr := net.JoinHostPort(v.Host, strconv.Itoa(int(v.Port)))
-				cc, err := c.dial(ctx, addr)
-				if err != nil {
-					if err := c.permanent(err); err != nil {
-						return nil, clusterView{}, err
-					}
-					lastErr = fmt.Errorf("active controller %d at %s: %w", v.ID, addr, err)
-					break
-				}
-				// Its own view: a seed may be behind.
-				own, err := describeClusterVia(ctx, cc)
-				if err != nil {
-					_ = cc.Close()
-					lastErr = err
-					break
-				}
-				if own.controller != v.ID {
-					_ = cc.Close()
-					lastErr = fmt.Errorf("voter %d is no longer the active controller", v.ID)
-					break
-				}
-				return cc, own, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if lastErr == nil {
-				lastErr = ctx.Err()
-			}
-			return nil, clusterView{}, fmt.Errorf("%w (%v)", ctx.Err(), lastErr)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// errRetry marks an answer that says to ask the active controller again.
-var errRetry = errors.New("not the active controller")
-
-// toController sends req to the active controller; check inspects the
-// answer and returns errRetry (wrapped or not) to have it sent again once
-// the active controller is found anew.
-func (c *cli) toController(ctx context.Context, req kmsg.Request, check func(kmsg.Response) error) (kmsg.Response, error) {
-	for {
-		conn, _, err := c.controllerConn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := ask(ctx, conn, req)
-		_ = conn.Close()
-		if err == nil && check != nil {
-			err = check(resp)
-		}
-		if err == nil {
-			return resp, nil
-		}
-		if !errors.Is(err, errRetry) && !errors.Is(err, kafkaclient.ErrBroken) && !unreachable(err) {
-			return nil, err
-		}
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// retryOn turns a NOT_CONTROLLER code into errRetry.
-func retryOn(code int16) error {
-	if err := kerr.ErrorForCode(code); errors.Is(err, kerr.NotController) {
-		return fmt.Errorf("%w: %v", errRetry, err)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
 )
 
@@ -154,7 +155,7 @@ func (c *cli) alterScram(req *kmsg.AlterUserSCRAMCredentialsRequest, status stri
 	defer cancel()
 	r, err := c.toController(ctx, req, func(r kmsg.Response) error {
 		for _, x := range r.(*kmsg.AlterUserSCRAMCredentialsResponse).Results {
-			if err := retryOn(x.ErrorCode); err != nil {
+			if err := kafkaclient.NotController(x.ErrorCode); err != nil {
 				return err
 			}
 		}
@@ -229,7 +230,7 @@ func scramList(args []string, stdout, stderr io.Writer) int {
 		req.Users = append(req.Users, ru)
 	}
 	r, err := c.toController(ctx, req, func(r kmsg.Response) error {
-		return retryOn(r.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode)
+		return kafkaclient.NotController(r.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode)
 	})
 	if err != nil {
 		return c.fail(err)

@@ -7,9 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 func runTopics(args []string, stdout, stderr io.Writer) int {
@@ -107,11 +108,6 @@ func topicsCreate(args []string, stdout, stderr io.Writer) int {
 			assign = append(assign, reps)
 		}
 	}
-	cl, _, err := c.clients()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer cl.Close()
 	ctx, cancel := c.context()
 	defer cancel()
 
@@ -138,10 +134,11 @@ func topicsCreate(args []string, stdout, stderr io.Writer) int {
 		}
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	answer, err := c.toController(ctx, req, nil)
 	if err != nil {
 		return c.fail(err)
 	}
+	resp := answer.(*kmsg.CreateTopicsResponse)
 	byName := map[string]kmsg.CreateTopicsResponseTopic{}
 	for _, t := range resp.Topics {
 		byName[t.Topic] = t
@@ -159,7 +156,7 @@ func topicsCreate(args []string, stdout, stderr io.Writer) int {
 		default:
 			err := kerr.ErrorForCode(t.ErrorCode)
 			if t.TopicID != [16]byte{} {
-				r.ID = kadm.TopicID(t.TopicID).String()
+				r.ID = topicID(t.TopicID).String()
 			}
 			switch {
 			case err == nil:
@@ -362,30 +359,40 @@ func topicsDelete(args []string, stdout, stderr io.Writer) int {
 	if len(topics) == 0 {
 		return c.fail(usageErr("--topic is required"))
 	}
-	cl, adm, err := c.clients()
+	ctx, cancel := c.context()
+	defer cancel()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TimeoutMillis = c.timeoutMillis()
+	req.TopicNames = topics
+	for _, t := range topics {
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	answer, err := c.toController(ctx, req, nil)
 	if err != nil {
 		return c.fail(err)
 	}
-	defer cl.Close()
-	ctx, cancel := c.context()
-	defer cancel()
-	resps, err := adm.DeleteTopics(ctx, topics...)
-	if err != nil {
-		return c.fail(err)
+	byName := map[string]kmsg.DeleteTopicsResponseTopic{}
+	for _, t := range answer.(*kmsg.DeleteTopicsResponse).Topics {
+		if t.Topic != nil {
+			byName[*t.Topic] = t
+		}
 	}
 	var results []topicResult
 	for _, name := range topics {
 		r := topicResult{Topic: name, Status: "deleted"}
-		resp, ok := resps[name]
+		t, ok := byName[name]
+		err := kerr.ErrorForCode(t.ErrorCode)
 		switch {
 		case !ok:
 			r.Status, r.Error = "failed", "no answer for this topic"
-		case resp.Err == nil:
-			r.ID = resp.ID.String()
-		case *ifExists && isCode(resp.Err, kerr.UnknownTopicOrPartition):
+		case err == nil:
+			r.ID = topicID(t.TopicID).String()
+		case *ifExists && isCode(err, kerr.UnknownTopicOrPartition):
 			r.Status = "absent"
 		default:
-			r.Status, r.Error = "failed", itemError(resp.Err, resp.ErrMessage)
+			r.Status, r.Error = "failed", itemError(err, deref(t.ErrorMessage))
 		}
 		results = append(results, r)
 	}
@@ -408,31 +415,33 @@ func topicsAddPartitions(args []string, stdout, stderr io.Writer) int {
 	if *total < 1 {
 		return c.fail(usageErr("--partitions is required: the new total"))
 	}
-	cl, adm, err := c.clients()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer cl.Close()
 	ctx, cancel := c.context()
 	defer cancel()
-	var resps kadm.CreatePartitionsResponses
-	if *validate {
-		resps, err = adm.ValidateUpdatePartitions(ctx, *total, topics...)
-	} else {
-		resps, err = adm.UpdatePartitions(ctx, *total, topics...)
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.TimeoutMillis = c.timeoutMillis()
+	req.ValidateOnly = *validate
+	for _, t := range topics {
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = t, int32(*total)
+		req.Topics = append(req.Topics, rt)
 	}
+	answer, err := c.toController(ctx, req, nil)
 	if err != nil {
 		return c.fail(err)
+	}
+	byName := map[string]kmsg.CreatePartitionsResponseTopic{}
+	for _, t := range answer.(*kmsg.CreatePartitionsResponse).Topics {
+		byName[t.Topic] = t
 	}
 	var results []topicResult
 	for _, name := range topics {
 		r := topicResult{Topic: name, Status: fmt.Sprintf("%d partitions", *total)}
-		resp, ok := resps[name]
-		switch {
+		t, ok := byName[name]
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
 		case !ok:
 			r.Status, r.Error = "failed", "no answer for this topic"
-		case resp.Err != nil:
-			r.Status, r.Error = "failed", itemError(resp.Err, resp.ErrMessage)
+		case err != nil:
+			r.Status, r.Error = "failed", itemError(err, deref(t.ErrorMessage))
 		}
 		results = append(results, r)
 	}
@@ -482,7 +491,7 @@ func topicsAlterConfig(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	r, err := c.toController(ctx, req, func(r kmsg.Response) error {
 		for _, rr := range r.(*kmsg.IncrementalAlterConfigsResponse).Resources {
-			if err := retryOn(rr.ErrorCode); err != nil {
+			if err := kafkaclient.NotController(rr.ErrorCode); err != nil {
 				return err
 			}
 		}
