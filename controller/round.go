@@ -24,6 +24,9 @@ import (
 type round struct {
 	batch []*event
 	spans []eventSpan // one per event of batch
+	// afterCommit lists, in batch order, the events with effects to
+	// apply once the round has committed.
+	afterCommit []afterCommit
 	// queued is how long each event of batch waited before its compute.
 	queued []time.Duration
 	txn    *fsm.Txn
@@ -62,9 +65,13 @@ type eventSpan struct {
 	start, end int
 	value      any
 	err        error
-	// committed are the event's session changes to apply once its
-	// records have committed.
-	committed []sessionChange
+}
+
+// afterCommit is an event's session changes to apply once its records
+// have committed (effects.committed): few events have any.
+type afterCommit struct {
+	span    int // the event's index in batch and spans
+	changes []sessionChange
 }
 
 func newRound(over *round) *round {
@@ -163,7 +170,9 @@ func (c *Controller) computeIn(a *activation, r *round, im *fsm.Image, events []
 			// The event is in the round: so are the changes to state
 			// outside the image it asked for.
 			c.applyEffects(a, out.effects)
-			sp.committed = out.committed
+			if len(out.committed) > 0 {
+				r.afterCommit = append(r.afterCommit, afterCommit{span: len(r.spans), changes: out.committed})
+			}
 		}
 		r.spans = append(r.spans, sp)
 		r.queued = append(r.queued, max(now.Sub(ev.enqueued), 0))
@@ -290,8 +299,12 @@ func (c *Controller) finish(a *activation, r *round) ([]*event, error) {
 			"overlapped", r.overlapped, "compute", r.compute.String(), "commit", r.committed.Sub(r.proposed).String(),
 			"send", time.Since(sent).String())
 	}
+	after := r.afterCommit
 	for i, sp := range r.spans {
 		ev := r.batch[i]
+		for len(after) > 0 && after[0].span < i {
+			after = after[1:]
+		}
 		if !sp.ok {
 			reply(ev, eventResult{err: sp.err})
 			continue
@@ -301,8 +314,8 @@ func (c *Controller) finish(a *activation, r *round) ([]*event, error) {
 			reply(ev, eventResult{err: kafkaErr(unknownServerError, "%v", rj)})
 			continue
 		}
-		if len(sp.committed) > 0 {
-			a.managers.cluster.sessions.apply(sp.committed)
+		if len(after) > 0 && after[0].span == i {
+			a.managers.cluster.sessions.apply(after[0].changes)
 		}
 		idx := last
 		if sp.end > sp.start {
