@@ -32,6 +32,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
 
 // VersionRange is the versions a peer serves for one API key.
@@ -181,7 +183,7 @@ func (c *Conn) roundTrip(ctx context.Context, clientID string, req kmsg.Request,
 	// ApiVersions answers with header v0 whatever its version, so that a
 	// client that asked too high a version can still read the error.
 	if req.IsFlexible() && req.Key() != 18 {
-		if body, err = SkipTags(body); err != nil {
+		if body, err = kafkawire.SkipTags(body); err != nil {
 			return nil, err
 		}
 	}
@@ -302,27 +304,6 @@ func AppendRequest(dst []byte, corr int32, clientID string, req kmsg.Request) []
 	dst = req.AppendTo(dst)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
-}
-
-// SkipTags skips a tagged-field section.
-func SkipTags(b []byte) ([]byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, errors.New("bad tagged field count")
-	}
-	b = b[k:]
-	for i := uint64(0); i < n; i++ {
-		if _, k = binary.Uvarint(b); k <= 0 {
-			return nil, errors.New("bad tag")
-		}
-		b = b[k:]
-		size, k := binary.Uvarint(b)
-		if k <= 0 || size > uint64(len(b)-k) {
-			return nil, errors.New("bad tagged field size")
-		}
-		b = b[k+int(size):]
-	}
-	return b, nil
 }
 
 // SafeRead decodes a message, turning a decoder panic on hostile input

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strconv"
 	"sync"
 	"syscall"
@@ -285,47 +286,49 @@ func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) 
 
 // notControllerAnswer reports whether resp, the controller self's answer,
 // says it is not the active controller: a Metadata or DescribeCluster
-// answer naming another controller, or the NOT_CONTROLLER code where the
-// answers of the controller's APIs carry it — at the top level, or for
-// those without one in the first item, as franz-go's kgo reads them.
+// answer naming another controller, or the NOT_CONTROLLER code — at the
+// top level, or, for the admin answers without a top-level code, in the
+// first item, where franz-go's kgo reads it.
 func notControllerAnswer(resp kmsg.Response, self int32) bool {
-	var code int16
+	notController := kerr.NotController.Code
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
 		return r.ControllerID != self
 	case *kmsg.DescribeClusterResponse:
 		return r.ErrorCode == 0 && r.ControllerID != self
 	case *kmsg.CreateTopicsResponse:
-		if len(r.Topics) > 0 {
-			code = r.Topics[0].ErrorCode
-		}
+		return firstCode(r.Topics, func(t kmsg.CreateTopicsResponseTopic) int16 { return t.ErrorCode }) == notController
 	case *kmsg.DeleteTopicsResponse:
-		if len(r.Topics) > 0 {
-			code = r.Topics[0].ErrorCode
-		}
+		return firstCode(r.Topics, func(t kmsg.DeleteTopicsResponseTopic) int16 { return t.ErrorCode }) == notController
 	case *kmsg.CreatePartitionsResponse:
-		if len(r.Topics) > 0 {
-			code = r.Topics[0].ErrorCode
-		}
+		return firstCode(r.Topics, func(t kmsg.CreatePartitionsResponseTopic) int16 { return t.ErrorCode }) == notController
 	case *kmsg.ElectLeadersResponse:
-		code = r.ErrorCode
-		if code == 0 && len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 {
-			code = r.Topics[0].Partitions[0].ErrorCode
+		if r.ErrorCode == 0 && len(r.Topics) > 0 {
+			return firstCode(r.Topics[0].Partitions, func(p kmsg.ElectLeadersResponseTopicPartition) int16 { return p.ErrorCode }) == notController
 		}
-	case *kmsg.AlterPartitionAssignmentsResponse:
-		code = r.ErrorCode
-	case *kmsg.ListPartitionReassignmentsResponse:
-		code = r.ErrorCode
-	case *kmsg.DescribeQuorumResponse:
-		code = r.ErrorCode
-	case *kmsg.BrokerRegistrationResponse:
-		code = r.ErrorCode
-	case *kmsg.BrokerHeartbeatResponse:
-		code = r.ErrorCode
-	case *kmsg.AlterPartitionResponse:
-		code = r.ErrorCode
-	case *kmsg.UnregisterBrokerResponse:
-		code = r.ErrorCode
 	}
-	return code == kerr.NotController.Code
+	return topLevelCode(resp) == notController
+}
+
+// topLevelCode is the ErrorCode field of an answer that has one at its
+// top level (BrokerHeartbeat, AlterPartition, DescribeQuorum, …), and 0
+// for the others.
+func topLevelCode(resp kmsg.Response) int16 {
+	v := reflect.ValueOf(resp)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return 0
+	}
+	f := v.Elem().FieldByName("ErrorCode")
+	if !f.IsValid() || f.Kind() != reflect.Int16 {
+		return 0
+	}
+	return int16(f.Int())
+}
+
+// firstCode is the error code of the first item, 0 when there is none.
+func firstCode[T any](items []T, code func(T) int16) int16 {
+	if len(items) == 0 {
+		return 0
+	}
+	return code(items[0])
 }

@@ -220,3 +220,31 @@ func TestControllerDoWaits(t *testing.T) {
 		t.Fatalf("a permanent failure: %v after %v", err, time.Since(start))
 	}
 }
+
+// TestNotControllerAnswer: where each kind of answer says
+// NOT_CONTROLLER.
+func TestNotControllerAnswer(t *testing.T) {
+	nc := kerr.NotController.Code
+	for _, tc := range []struct {
+		name string
+		resp kmsg.Response
+		want bool
+	}{
+		{"Metadata naming another", &kmsg.MetadataResponse{ControllerID: 1002}, true},
+		{"Metadata naming itself", &kmsg.MetadataResponse{ControllerID: 1001}, false},
+		{"DescribeCluster naming another", &kmsg.DescribeClusterResponse{ControllerID: 1002}, true},
+		{"DescribeCluster refused", &kmsg.DescribeClusterResponse{ErrorCode: kerr.UnsupportedEndpointType.Code}, false},
+		{"CreateTopics, first topic", &kmsg.CreateTopicsResponse{Topics: []kmsg.CreateTopicsResponseTopic{{ErrorCode: nc}, {}}}, true},
+		{"CreateTopics, a later topic", &kmsg.CreateTopicsResponse{Topics: []kmsg.CreateTopicsResponseTopic{{}, {ErrorCode: nc}}}, false},
+		{"ElectLeaders, first partition", &kmsg.ElectLeadersResponse{Topics: []kmsg.ElectLeadersResponseTopic{{Partitions: []kmsg.ElectLeadersResponseTopicPartition{{ErrorCode: nc}}}}}, true},
+		{"ElectLeaders, top level", &kmsg.ElectLeadersResponse{ErrorCode: nc}, true},
+		{"BrokerHeartbeat", &kmsg.BrokerHeartbeatResponse{ErrorCode: nc}, true},
+		{"DescribeACLs", &kmsg.DescribeACLsResponse{ErrorCode: nc}, true},
+		{"BrokerHeartbeat, no error", &kmsg.BrokerHeartbeatResponse{}, false},
+		{"Produce (no top-level code)", &kmsg.ProduceResponse{}, false},
+	} {
+		if got := notControllerAnswer(tc.resp, 1001); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

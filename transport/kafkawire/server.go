@@ -635,8 +635,9 @@ func parseHeader(frame []byte) (header, []byte, error) {
 	return h, rest, nil
 }
 
-// skipTags skips a tagged-field section (header v2).
-func skipTags(b []byte) ([]byte, error) {
+// SkipTags skips a tagged-field section (a v2 request or v1 response
+// header's).
+func SkipTags(b []byte) ([]byte, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
 		return nil, errors.New("bad tagged field count")
@@ -674,7 +675,7 @@ func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, sessio
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
 	if req.IsFlexible() {
-		if body, err = skipTags(body); err != nil {
+		if body, err = SkipTags(body); err != nil {
 			return nil, err
 		}
 	}
