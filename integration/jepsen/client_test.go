@@ -66,16 +66,13 @@ func (a *attempts) result() (int, string) {
 }
 
 // ambiguous reports whether a call of kind that ended with err after n
-// writes must be recorded as unknown: a refusal of a create, delete or
-// partition increase answered to a retry says nothing about what an
-// earlier write did.
+// writes must be recorded as unknown: a refusal of a mutation answered to
+// a retry says nothing about what an earlier write did (a create answered
+// TOPIC_ALREADY_EXISTS may have made the topic itself, an election answered
+// ELECTION_NOT_NEEDED may have moved the leader, a cancel answered
+// NO_REASSIGNMENT_IN_PROGRESS may have cancelled it).
 func ambiguous(kind history.Kind, n int, err error) bool {
-	if n <= 1 || err == nil {
-		return false
-	}
-	switch kind {
-	case history.Create, history.Delete, history.CreatePartitions:
-	default:
+	if n <= 1 || err == nil || !kind.Mutating() {
 		return false
 	}
 	outcome, _ := history.Classify(err)

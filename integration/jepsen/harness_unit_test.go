@@ -20,9 +20,8 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/server"
 )
 
-// TestAmbiguous: a refusal answered to a retried create, delete or
-// partition increase is unknown; a first answer, a success, or a refusal
-// of a call that cannot change a topic's existence is not.
+// TestAmbiguous: a refusal answered to a retried mutation is unknown; a
+// first answer, a success, or a refusal of a read is not.
 func TestAmbiguous(t *testing.T) {
 	exists := kerr.TopicAlreadyExists
 	cases := []struct {
@@ -37,7 +36,9 @@ func TestAmbiguous(t *testing.T) {
 		{history.Delete, 2, kerr.UnknownTopicOrPartition, true},
 		{history.CreatePartitions, 2, kerr.UnknownTopicOrPartition, true},
 		{history.Create, 2, context.DeadlineExceeded, false}, // unknown anyway
-		{history.Elect, 2, kerr.UnknownTopicOrPartition, false},
+		{history.Elect, 2, kerr.ElectionNotNeeded, true},
+		{history.CancelReassign, 2, kerr.NoReassignmentInProgress, true},
+		{history.Reassign, 1, kerr.ReassignmentInProgress, false},
 		{history.Describe, 2, kerr.UnknownTopicOrPartition, false},
 	}
 	for _, c := range cases {

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -117,8 +121,21 @@ func (w *worker) run(stop <-chan struct{}) {
 
 func (w *worker) close() { w.cl.Close() }
 
-// finish completes a mutating call from what kadm returned.
-func (w *worker) finish(p *history.Pending, kind history.Kind, res *history.Result, err error) {
+// standbyRefusal is in the message of the NOT_CONTROLLER a standby voter
+// answers a mutation with before doing anything with it
+// (transport/listener's notController). A NOT_CONTROLLER without it comes
+// from a controller that lost its leadership, maybe with the call's entry
+// proposed, which may still commit.
+const standbyRefusal = "is a standby voter"
+
+// finish completes a mutating call from what kadm returned; msg is the
+// error message the cluster sent with its error code, if any. A refusal
+// is recorded with its code (the checkers know which codes say the call
+// did nothing), a standby's NOT_CONTROLLER to the only write as refused
+// before any proposal; no answer, a lost connection, and any refusal
+// answered to a retry (an earlier write may have taken effect) are
+// unknown.
+func (w *worker) finish(p *history.Pending, kind history.Kind, res *history.Result, err error, msg string) {
 	n, node := w.hook.result()
 	if node != "" {
 		p.SetNode(node)
@@ -128,7 +145,20 @@ func (w *worker) finish(p *history.Pending, kind history.Kind, res *history.Resu
 		p.Unknown(fmt.Errorf("%v, answered to write %d of the request: an earlier write may have taken effect", err, n))
 		return
 	}
-	p.Finish(res, err)
+	outcome, code := history.Classify(err)
+	if outcome != history.Fail {
+		p.Finish(res, err)
+		return
+	}
+	text := err.Error()
+	if msg != "" {
+		text += ": " + msg
+	}
+	if code == kerr.NotController.Code && n == 1 && strings.Contains(msg, standbyRefusal) {
+		p.Refuse(code, text)
+		return
+	}
+	p.Fail(code, text)
 }
 
 var errNoResult = errors.New("the answer has no result for the topic")
@@ -147,41 +177,44 @@ func (w *worker) one() {
 		pend := w.rec.Invoke(w.id, kind, topic, history.Args{Partitions: p, ReplicationFactor: rf})
 		resps, err := w.adm.CreateTopics(ctx, p, rf, nil, topic)
 		var res *history.Result
+		var msg string
 		if err == nil {
 			r, ok := resps[topic]
 			switch {
 			case !ok:
 				err = errNoResult
 			case r.Err != nil:
-				err = r.Err
+				err, msg = r.Err, r.ErrMessage
 			default:
 				res = &history.Result{TopicID: topicID(r.ID), Partitions: r.NumPartitions}
 			}
 		}
-		w.finish(pend, kind, res, err)
+		w.finish(pend, kind, res, err, msg)
 	case history.Delete:
 		pend := w.rec.Invoke(w.id, kind, topic, history.Args{})
 		resps, err := w.adm.DeleteTopics(ctx, topic)
+		var msg string
 		if err == nil {
 			if r, ok := resps[topic]; !ok {
 				err = errNoResult
 			} else {
-				err = r.Err
+				err, msg = r.Err, r.ErrMessage
 			}
 		}
-		w.finish(pend, kind, nil, err)
+		w.finish(pend, kind, nil, err, msg)
 	case history.CreatePartitions:
 		set := 2 + w.rng.IntN(4)
 		pend := w.rec.Invoke(w.id, kind, topic, history.Args{Partitions: int32(set)})
 		resps, err := w.adm.UpdatePartitions(ctx, set, topic)
+		var msg string
 		if err == nil {
 			if r, ok := resps[topic]; !ok {
 				err = errNoResult
 			} else {
-				err = r.Err
+				err, msg = r.Err, r.ErrMessage
 			}
 		}
-		w.finish(pend, kind, nil, err)
+		w.finish(pend, kind, nil, err, msg)
 	case history.Elect:
 		part := int32(w.rng.IntN(3))
 		how, name := kadm.ElectPreferredReplica, "preferred"
@@ -190,14 +223,15 @@ func (w *worker) one() {
 		}
 		pend := w.rec.Invoke(w.id, kind, topic, history.Args{Partition: part, Election: name})
 		resps, err := w.adm.ElectLeaders(ctx, how, kadm.TopicsSet{topic: {part: {}}})
+		var msg string
 		if err == nil {
 			if r, ok := resps[topic][part]; !ok {
 				err = errNoResult
 			} else {
-				err = r.Err
+				err, msg = r.Err, r.ErrMessage
 			}
 		}
-		w.finish(pend, kind, nil, err)
+		w.finish(pend, kind, nil, err, msg)
 	case history.Reassign, history.CancelReassign:
 		part := int32(w.rng.IntN(3))
 		var req kadm.AlterPartitionAssignmentsReq
@@ -213,14 +247,15 @@ func (w *worker) one() {
 		}
 		pend := w.rec.Invoke(w.id, kind, topic, args)
 		resps, err := w.adm.AlterPartitionAssignments(ctx, req)
+		var msg string
 		if err == nil {
 			if r, ok := resps[topic][part]; !ok {
 				err = errNoResult
 			} else {
-				err = r.Err
+				err, msg = r.Err, r.ErrMessage
 			}
 		}
-		w.finish(pend, kind, nil, err)
+		w.finish(pend, kind, nil, err, msg)
 	case history.Describe:
 		pend := w.rec.Invoke(w.id, kind, topic, history.Args{})
 		read(ctx, w.cl, pend, []string{topic}, w.rng.IntN)
@@ -258,11 +293,24 @@ func read(ctx context.Context, cl *kgo.Client, pend *history.Pending, topics []s
 			pend.Fail(t.ErrorCode, history.CodeName(t.ErrorCode))
 			return resp
 		}
-		pend.OK(&history.Result{TopicID: topicID(t.TopicID), Partitions: int32(len(t.Partitions))})
+		pend.OK(&history.Result{TopicID: topicID(t.TopicID), Partitions: int32(len(t.Partitions)), Parts: partitionInfos(t.Partitions)})
 		return resp
 	}
 	pend.Unknown(errNoResult)
 	return resp
+}
+
+// partitionInfos is a topic's partitions as a describe records them, by
+// number: the leader (-1 when none or not reachable), its epoch, and the
+// replicas in the order Metadata lists them.
+func partitionInfos(ps []kmsg.MetadataResponseTopicPartition) []history.PartitionInfo {
+	out := make([]history.PartitionInfo, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, history.PartitionInfo{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: append([]int32{}, p.Replicas...)})
+	}
+	slices.SortFunc(out, func(a, b history.PartitionInfo) int { return int(a.Partition) - int(b.Partition) })
+	return out
 }
 
 // workload runs the workers.
@@ -295,4 +343,62 @@ func (wl *workload) halt() {
 			w.close()
 		}
 	})
+}
+
+// TestFinishRecordsOutcomes: how a mutating call's answer is recorded. A
+// refusal answered to the only write is a Fail with its code (the
+// checkers know which codes say nothing was done), a standby's
+// NOT_CONTROLLER one refused before any proposal; no answer, or a refusal
+// answered to a retry, is unknown.
+func TestFinishRecordsOutcomes(t *testing.T) {
+	rec := history.NewRecorder(nil)
+	w := &worker{hook: &attempts{}, rec: rec}
+	standby := "node 1002 is a standby voter; the active controller is node 1001"
+	cases := []struct {
+		kind    history.Kind
+		writes  int
+		err     error
+		msg     string
+		outcome history.Outcome
+		refused bool
+	}{
+		{history.Create, 1, nil, "", history.OK, false},
+		{history.CreatePartitions, 1, kerr.InvalidPartitions, "topic has 3 partitions", history.Fail, false},
+		{history.Create, 1, kerr.TopicAlreadyExists, "", history.Fail, false},
+		{history.Delete, 1, kerr.UnknownTopicOrPartition, "", history.Fail, false},
+		{history.Reassign, 1, kerr.NotController, standby, history.Fail, true},
+		{history.Reassign, 1, kerr.NotController, "(leadership lost)", history.Fail, false},
+		{history.Reassign, 2, kerr.NotController, standby, history.Unknown, false},
+		{history.Elect, 2, kerr.ElectionNotNeeded, "", history.Unknown, false},
+		{history.Create, 1, context.DeadlineExceeded, "", history.Unknown, false},
+	}
+	for i, c := range cases {
+		w.hook.watch(apiKey[c.kind])
+		for range c.writes {
+			w.hook.OnBrokerWrite(kgo.BrokerMetadata{Host: "127.0.0.1", Port: 9092}, apiKey[c.kind], 10, 0, 0, nil)
+		}
+		p := rec.Invoke(0, c.kind, "t", history.Args{})
+		w.finish(p, c.kind, nil, c.err, c.msg)
+		op := rec.Ops()[i]
+		if op.Outcome != c.outcome || op.Refused != c.refused {
+			t.Errorf("%s after %d writes answered %v %q: recorded %s", c.kind, c.writes, c.err, c.msg, op)
+		}
+		if c.msg != "" && c.outcome == history.Fail && !strings.Contains(op.Error, c.msg) {
+			t.Errorf("%s: error %q does not carry the cluster's message", op, op.Error)
+		}
+	}
+}
+
+func TestPartitionInfos(t *testing.T) {
+	var ps []kmsg.MetadataResponseTopicPartition
+	for _, i := range []int32{1, 0} {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition, p.Leader, p.LeaderEpoch, p.Replicas = i, 3-i, 7+i, []int32{3 - i, 4}
+		ps = append(ps, p)
+	}
+	got := partitionInfos(ps)
+	want := []history.PartitionInfo{{Partition: 0, Leader: 3, LeaderEpoch: 7, Replicas: []int32{3, 4}}, {Partition: 1, Leader: 2, LeaderEpoch: 8, Replicas: []int32{2, 4}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
 }

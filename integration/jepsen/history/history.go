@@ -24,7 +24,8 @@ const (
 	Create Kind = "create"
 	// Delete deletes Topic.
 	Delete Kind = "delete"
-	// Describe reads Topic: present (Result.TopicID, Result.Partitions)
+	// Describe reads Topic: present (Result.TopicID, Result.Partitions and
+	// every partition's leader, leader epoch and replicas in Result.Parts)
 	// or absent (ok with Result.Absent, or fail UNKNOWN_TOPIC_OR_PARTITION).
 	Describe Kind = "describe"
 	// List reads every topic: Result.Topics is the whole list.
@@ -57,8 +58,8 @@ const (
 	OK Outcome = "ok"
 	// Fail: the cluster answered with an error code (Op.Code). Whether the
 	// call took effect depends on the code: TOPIC_ALREADY_EXISTS says it
-	// did not, NOT_CONTROLLER or REQUEST_TIMED_OUT do not say (see
-	// check.Definite).
+	// did not, REQUEST_TIMED_OUT does not say, nor does NOT_CONTROLLER
+	// unless Op.Refused (see check.Definite).
 	Fail Outcome = "fail"
 	// Unknown: no answer (timeout, connection lost, the process running
 	// the call stopped). The call may or may not have taken effect, at any
@@ -83,12 +84,29 @@ type TopicInfo struct {
 	Partitions int32  `json:"partitions,omitempty"`
 }
 
+// PartitionInfo is one partition as a describe saw it.
+type PartitionInfo struct {
+	Partition int32 `json:"partition"`
+	// Leader is -1 when the partition has no leader or its leader cannot
+	// be reached (LEADER_NOT_AVAILABLE): the leader epoch is still the
+	// partition's.
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+}
+
+func (p PartitionInfo) String() string {
+	return fmt.Sprintf("%d:L%d@%d%v", p.Partition, p.Leader, p.LeaderEpoch, p.Replicas)
+}
+
 // Result is what a successful call returned.
 type Result struct {
 	// TopicID is the topic's id (hex) as a create or describe returned it.
 	TopicID string `json:"topic_id,omitempty"`
 	// Partitions is the partition count a describe saw (0: not known).
 	Partitions int32 `json:"partitions,omitempty"`
+	// Parts are a describe's partitions, by number (nil: not recorded).
+	Parts []PartitionInfo `json:"parts,omitempty"`
 	// Absent is set by a describe that saw no such topic and reported it
 	// as success rather than as UNKNOWN_TOPIC_OR_PARTITION.
 	Absent bool `json:"absent,omitempty"`
@@ -118,9 +136,14 @@ type Op struct {
 	Outcome  Outcome   `json:"outcome"`
 	// Code is the Kafka error code of a Fail.
 	Code int16 `json:"code,omitempty"`
-	// Error describes a Fail or Unknown: the error name and message.
-	Error  string  `json:"error,omitempty"`
-	Result *Result `json:"result,omitempty"`
+	// Error describes a Fail or Unknown: the error name and message (the
+	// cluster's own message after the name, when it sent one).
+	Error string `json:"error,omitempty"`
+	// Refused marks a Fail whose answer says the request was turned away
+	// before anything was proposed (a standby voter's NOT_CONTROLLER to
+	// the only write of the request): it did nothing, whatever its code.
+	Refused bool    `json:"refused,omitempty"`
+	Result  *Result `json:"result,omitempty"`
 	// Writes is how many times the client wrote the request, when more
 	// than once (its own retries after NOT_CONTROLLER or a lost
 	// connection): an earlier write may have taken effect too.
@@ -183,10 +206,16 @@ func (o Op) String() string {
 				b.WriteString(" absent")
 			case r.TopicID != "" || r.Partitions != 0:
 				fmt.Fprintf(&b, " id=%s p=%d", shortID(r.TopicID), r.Partitions)
+				for _, p := range r.Parts {
+					fmt.Fprintf(&b, " %s", p)
+				}
 			}
 		}
 	case Fail:
 		fmt.Fprintf(&b, "fail %s", o.ErrorName())
+		if o.Refused {
+			b.WriteString(" (refused before any proposal)")
+		}
 	default:
 		b.WriteString(string(o.Outcome))
 		if o.Error != "" {

@@ -206,3 +206,40 @@ func TestStrings(t *testing.T) {
 		t.Errorf("observation = %q, want %q", got, want)
 	}
 }
+
+// TestRefusedAndPartitions: a refusal before any proposal and a describe's
+// partitions are recorded, written and read back, and shown.
+func TestRefusedAndPartitions(t *testing.T) {
+	var sink bytes.Buffer
+	r := NewRecorder(&syncWriter{w: &sink})
+	p := r.Invoke(0, Reassign, "t", Args{Partition: 1, Replicas: []int32{4}})
+	p.Refuse(kerr.NotController.Code, "NOT_CONTROLLER: node 1002 is a standby voter")
+	p.OK(nil) // ignored
+	d := r.Invoke(1, Describe, "t", Args{})
+	d.OK(&Result{TopicID: "00ff", Partitions: 2, Parts: []PartitionInfo{
+		{Partition: 0, Leader: 4, LeaderEpoch: 3, Replicas: []int32{4, 1}},
+		{Partition: 1, Leader: -1, LeaderEpoch: 5, Replicas: []int32{2}},
+	}})
+	f := r.Invoke(2, Create, "t", Args{Partitions: 1})
+	f.Fail(kerr.TopicAlreadyExists.Code, "TOPIC_ALREADY_EXISTS")
+	ops := r.Ops()
+	if !ops[0].Refused || ops[0].Outcome != Fail || ops[2].Refused {
+		t.Fatalf("ops = %v", ops)
+	}
+	back, err := ReadJSONL[Op](bytes.NewReader(sink.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range back {
+		back[i].Invoke, back[i].Complete = ops[i].Invoke, ops[i].Complete // monotonic readings differ
+	}
+	if !reflect.DeepEqual(back, ops) {
+		t.Fatalf("read back\n%v\nwant\n%v", back, ops)
+	}
+	if s := ops[0].String(); !strings.Contains(s, "fail NOT_CONTROLLER (refused before any proposal)") {
+		t.Errorf("refused op = %q", s)
+	}
+	if s := ops[1].String(); !strings.Contains(s, "id=00ff p=2 0:L4@3[4 1] 1:L-1@5[2]") {
+		t.Errorf("describe = %q", s)
+	}
+}

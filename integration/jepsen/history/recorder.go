@@ -40,7 +40,7 @@ func NewRecorder(sink io.Writer) *Recorder {
 func (r *Recorder) Now() time.Time { return r.base.Add(time.Since(r.base)) }
 
 // Pending is an invoked op waiting for its outcome. Exactly one of OK,
-// Fail, Unknown or Finish completes it; later calls are ignored.
+// Fail, Refuse, Unknown or Finish completes it; later calls are ignored.
 type Pending struct {
 	r    *Recorder
 	op   *Op
@@ -79,10 +79,14 @@ func (p *Pending) SetWrites(n int) {
 }
 
 // OK completes the op as a success.
-func (p *Pending) OK(res *Result) { p.complete(OK, 0, "", res) }
+func (p *Pending) OK(res *Result) { p.complete(OK, 0, "", res, false) }
 
 // Fail completes the op with the cluster's error code.
-func (p *Pending) Fail(code int16, msg string) { p.complete(Fail, code, msg, nil) }
+func (p *Pending) Fail(code int16, msg string) { p.complete(Fail, code, msg, nil, false) }
+
+// Refuse completes the op with the cluster's error code and marks it
+// refused before anything was proposed (Op.Refused): it took no effect.
+func (p *Pending) Refuse(code int16, msg string) { p.complete(Fail, code, msg, nil, true) }
 
 // Unknown completes the op with no answer: it may or may not have taken
 // effect.
@@ -91,7 +95,7 @@ func (p *Pending) Unknown(err error) {
 	if err != nil {
 		msg = err.Error()
 	}
-	p.complete(Unknown, 0, msg, nil)
+	p.complete(Unknown, 0, msg, nil, false)
 }
 
 // Finish completes the op from a call's error: nil is OK with res, a Kafka
@@ -109,7 +113,7 @@ func (p *Pending) Finish(res *Result, err error) {
 	}
 }
 
-func (p *Pending) complete(outcome Outcome, code int16, msg string, res *Result) {
+func (p *Pending) complete(outcome Outcome, code int16, msg string, res *Result, refused bool) {
 	now := p.r.Now()
 	r := p.r
 	r.mu.Lock()
@@ -118,7 +122,7 @@ func (p *Pending) complete(outcome Outcome, code int16, msg string, res *Result)
 		return
 	}
 	p.done = true
-	p.op.Outcome, p.op.Code, p.op.Error, p.op.Result = outcome, code, msg, res
+	p.op.Outcome, p.op.Code, p.op.Error, p.op.Result, p.op.Refused = outcome, code, msg, res, refused
 	if outcome != Unknown {
 		p.op.Complete = now
 	}
