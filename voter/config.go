@@ -90,13 +90,16 @@ type Config struct {
 // helpers can take it alongside others.
 //
 // They are not as tight as they could be on an idle machine: a leader that
-// cannot reach a quorum within LeaderLeaseTimeout steps down, and a busy CI
-// host running the race detector can stall goroutines for a good part of a
-// second.
+// cannot reach a quorum within LeaderLeaseTimeout steps down, a follower
+// that hears nothing for HeartbeatTimeout forgets its leader while it
+// campaigns, and a busy 2-core CI host running the race detector stalls
+// goroutines for a good part of a second (with 250 ms, followers of an
+// idle cluster lost their leader under load and tests that need one
+// leader throughout failed).
 func FastTimeouts(c *Config) {
-	c.HeartbeatTimeout = 250 * time.Millisecond
-	c.ElectionTimeout = 250 * time.Millisecond
-	c.LeaderLeaseTimeout = 250 * time.Millisecond
+	c.HeartbeatTimeout = 500 * time.Millisecond
+	c.ElectionTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 500 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 }
 

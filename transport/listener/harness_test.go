@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -494,6 +495,9 @@ type testBroker struct {
 	// got no answer or an error other than NOT_CONTROLLER (leadership
 	// moving, which a broker retries).
 	hbOK, hbFailed atomic.Int64
+	// hbErrors holds why each failed heartbeat failed, the first 20.
+	hbErrMu  sync.Mutex
+	hbErrors []string
 
 	stopOnce sync.Once
 	stopc    chan struct{}
@@ -593,7 +597,7 @@ func (b *testBroker) heartbeats() {
 		resp, err := toController(ctx, b.cl, req)
 		cancel()
 		if err != nil {
-			b.hbFailed.Add(1)
+			b.heartbeatFailed(err)
 			continue
 		}
 		hb := resp.(*kmsg.BrokerHeartbeatResponse)
@@ -603,9 +607,25 @@ func (b *testBroker) heartbeats() {
 			b.lastHB.Store(hb)
 		case kerr.NotController.Code:
 		default:
-			b.hbFailed.Add(1)
+			b.heartbeatFailed(kerr.ErrorForCode(hb.ErrorCode))
 		}
 	}
+}
+
+func (b *testBroker) heartbeatFailed(err error) {
+	b.hbFailed.Add(1)
+	b.hbErrMu.Lock()
+	defer b.hbErrMu.Unlock()
+	if len(b.hbErrors) < 20 {
+		b.hbErrors = append(b.hbErrors, time.Now().Format("15:04:05.000")+" "+err.Error())
+	}
+}
+
+// heartbeatErrors returns why heartbeats failed (the first 20).
+func (b *testBroker) heartbeatErrors() []string {
+	b.hbErrMu.Lock()
+	defer b.hbErrMu.Unlock()
+	return slices.Clone(b.hbErrors)
 }
 
 // stop stops heartbeating; the broker's endpoint keeps serving.
