@@ -3,8 +3,10 @@
 // one Violation per thing that went wrong, described so that a reader can
 // find it in the history without the code at hand.
 //
-//   - Linearizability: the topic operations against a per-topic model, with
-//     porcupine, partitioned by topic, with a timeout; writes porcupine's
+//   - Linearizability: the topic operations against a per-topic model
+//     (existence, partition count, replicas and leaders), each topic's
+//     history cut into segments at quiescent points, with porcupine, within
+//     a budget (a check that does not finish fails); writes porcupine's
 //     HTML visualization.
 //   - LostWrites: every acknowledged creation and deletion is still
 //     visible in a final read taken after the cluster healed.
@@ -44,8 +46,9 @@ func (v Violation) String() string { return v.Checker + ": " + v.Description }
 // Result is one checker's verdict.
 type Result struct {
 	Checker string `json:"checker"`
-	// Valid is true when the checker found nothing wrong. An inconclusive
-	// check (a timeout) is valid but says so in Inconclusive.
+	// Valid is true when the checker found nothing wrong. Inconclusive
+	// says why a check could not decide (it ran out of time); such a
+	// check is not valid: it reports that as a violation.
 	Valid        bool   `json:"valid"`
 	Inconclusive string `json:"inconclusive,omitempty"`
 	// Checked says how much was looked at ("412 ops in 37 topics").

@@ -91,3 +91,38 @@ func wantViolation(t *testing.T, r Result, n int, words ...string) {
 		}
 	}
 }
+
+// parts is a describe's partitions: each "leader@epoch:replicas" as
+// p(leader, epoch, replicas...).
+func p(leader, epoch int32, replicas ...int32) history.PartitionInfo {
+	return history.PartitionInfo{Leader: leader, LeaderEpoch: epoch, Replicas: replicas}
+}
+
+// describe is a describe that saw the topic with id and these partitions.
+func (h *hist) describe(client int, topic string, from, to int, id string, parts ...history.PartitionInfo) *history.Op {
+	op := h.add(client, history.Describe, topic, from, to, history.Args{})
+	for i := range parts {
+		parts[i].Partition = int32(i)
+	}
+	op.Result = &history.Result{TopicID: id, Partitions: int32(len(parts)), Parts: parts}
+	return op
+}
+
+// createN is an acknowledged create of n partitions.
+func (h *hist) createN(client int, topic string, from, to int, id string, n int32) *history.Op {
+	op := h.add(client, history.Create, topic, from, to, history.Args{Partitions: n, ReplicationFactor: 2})
+	op.Result = &history.Result{TopicID: id, Partitions: n}
+	return op
+}
+
+func (h *hist) reassign(client int, topic string, from, to int, part int32, replicas ...int32) *history.Op {
+	return h.add(client, history.Reassign, topic, from, to, history.Args{Partition: part, Replicas: replicas})
+}
+
+func (h *hist) cancel(client int, topic string, from, to int, part int32) *history.Op {
+	return h.add(client, history.CancelReassign, topic, from, to, history.Args{Partition: part})
+}
+
+func (h *hist) elect(client int, topic string, from, to int, part int32, how string) *history.Op {
+	return h.add(client, history.Elect, topic, from, to, history.Args{Partition: part, Election: how})
+}
