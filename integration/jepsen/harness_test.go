@@ -405,6 +405,9 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 			final.Topics[ti.Name] = ti
 		}
 	}
+	// Deletions finish once the faults are over: probe until none runs or
+	// each has had its bound (check.DeletionsFinish).
+	final.Deleting, final.Probed = awaitDeletions(reader, rec.Ops(), lastHeal, check.DefaultDeletionBound, rec.Now, rng.IntN, t.Logf)
 
 	// The voters' state hashes, once they are at one index.
 	var hashes map[string]history.VoterHash

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -311,6 +312,110 @@ func partitionInfos(ps []kmsg.MetadataResponseTopicPartition) []history.Partitio
 	}
 	slices.SortFunc(out, func(a, b history.PartitionInfo) int { return int(a.Partition) - int(b.Partition) })
 	return out
+}
+
+// probeDeletions finds which of names are held by a topic being deleted:
+// a validate-only CreateTopics (which creates nothing) to the active
+// controller answers TOPIC_ALREADY_EXISTS for a name still taken, and a
+// list right after tells the topics that exist from those being deleted
+// (which no read shows). It returns them, with when the probe was
+// answered.
+func probeDeletions(ctx context.Context, adm *kadm.Client, cl *kgo.Client, names []string, now func() time.Time, intN func(int) int) ([]string, time.Time, error) {
+	if len(names) == 0 {
+		return nil, now(), nil
+	}
+	resps, err := adm.ValidateCreateTopics(ctx, 1, 1, nil, names...)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("validate-only create: %w", err)
+	}
+	at := now()
+	var taken []string
+	for _, name := range names {
+		r, ok := resps[name]
+		switch {
+		case !ok:
+			return nil, time.Time{}, fmt.Errorf("validate-only create: no answer for %s", name)
+		case errors.Is(r.Err, kerr.TopicAlreadyExists):
+			taken = append(taken, name)
+		case r.Err != nil:
+			return nil, time.Time{}, fmt.Errorf("validate-only create of %s: %w", name, r.Err)
+		}
+	}
+	if len(taken) == 0 {
+		return nil, at, nil
+	}
+	resp, _, err := controllerMetadata(ctx, cl, nil, intN)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("list after the validate-only create: %w", err)
+	}
+	listed := map[string]bool{}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			listed[*t.Topic] = true
+		}
+	}
+	var deleting []string
+	for _, name := range taken {
+		if !listed[name] {
+			deleting = append(deleting, name)
+		}
+	}
+	return deleting, at, nil
+}
+
+// awaitDeletions probes (probeDeletions) every topic name the history
+// used, once a second, until none is being deleted or every one that still
+// is has had bound since lastHeal, or since the last call that deleted it
+// when later (what check.DeletionsFinish allows), and returns the last
+// probe that was answered (zero time if none was).
+func awaitDeletions(cl *kgo.Client, ops []history.Op, lastHeal time.Time, bound time.Duration,
+	now func() time.Time, intN func(int) int, logf func(string, ...any)) ([]string, time.Time) {
+	adm := kadm.NewClient(cl)
+	var names []string
+	lastDelete := map[string]time.Time{}
+	for _, op := range ops {
+		if op.Topic == "" || op.Kind == history.List {
+			continue
+		}
+		if _, ok := lastDelete[op.Topic]; !ok {
+			names = append(names, op.Topic)
+			lastDelete[op.Topic] = time.Time{}
+		}
+		if op.Kind == history.Delete && op.Invoke.After(lastDelete[op.Topic]) {
+			lastDelete[op.Topic] = op.Invoke
+		}
+	}
+	sort.Strings(names)
+	giveUp := now().Add(bound + 30*time.Second)
+	var deleting []string
+	var probed time.Time
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		d, at, err := probeDeletions(ctx, adm, cl, names, now, intN)
+		cancel()
+		if err != nil {
+			logf("deletion probe: %v", err)
+		} else {
+			deleting, probed = d, at
+			due := time.Time{}
+			for _, name := range d {
+				from := lastHeal
+				if lastDelete[name].After(from) {
+					from = lastDelete[name]
+				}
+				if from.Add(bound).After(due) {
+					due = from.Add(bound)
+				}
+			}
+			if len(d) == 0 || at.After(due) {
+				return deleting, probed
+			}
+		}
+		if now().After(giveUp) {
+			return deleting, probed
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // workload runs the workers.

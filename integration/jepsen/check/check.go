@@ -18,6 +18,8 @@
 //   - StateHashes: all voters end with the same state hash.
 //   - Recovery: how long after each heal the cluster answered again and
 //     led every partition it could lead.
+//   - DeletionsFinish: no topic is still being deleted at the end of the
+//     run, a bound after the last heal.
 package check
 
 import (

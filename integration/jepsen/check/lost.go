@@ -14,6 +14,12 @@ import (
 type FinalRead struct {
 	Time   time.Time                    `json:"time"`
 	Topics map[string]history.TopicInfo `json:"topics"`
+	// Deleting are the topics the last deletion probe found still being
+	// deleted: names still taken (a validate-only create was answered
+	// TOPIC_ALREADY_EXISTS) that a list right after did not show.
+	Deleting []string `json:"deleting,omitempty"`
+	// Probed is when that probe was answered; zero when no probe was.
+	Probed time.Time `json:"probed,omitzero"`
 }
 
 // LostWrites checks that every acknowledged creation and deletion survived:

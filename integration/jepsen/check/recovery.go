@@ -288,3 +288,67 @@ func spread(ds []time.Duration) string {
 	slices.Sort(s)
 	return fmt.Sprintf("median %s, max %s over %d heals", s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
 }
+
+// DefaultDeletionBound is how long a deletion may take once the faults
+// are over (DeletionsFinish).
+const DefaultDeletionBound = 30 * time.Second
+
+// DeletionsFinish checks that deletions finish once the faults are over:
+// no topic may still be being deleted at the final deletion probe more
+// than bound (DefaultDeletionBound when 0) after the last fault event (its
+// heal), or after the last call that tried to delete it when that came
+// later. Every broker is back then, and the deletion needs nothing more
+// than each replica's broker confirming it. A run with no probe, or whose
+// last probe found a deletion still running before its bound was up,
+// cannot tell, and fails too: the harness probes until every deletion
+// finished or had its bound.
+func DeletionsFinish(ops []history.Op, faults []history.FaultEvent, final FinalRead, bound time.Duration) Result {
+	res := newResult("deletions-finish")
+	if bound <= 0 {
+		bound = DefaultDeletionBound
+	}
+	var lastHeal time.Time
+	for _, e := range faults {
+		lastHeal = later(lastHeal, e.Time)
+	}
+	if final.Probed.IsZero() {
+		res.add(Violation{Partition: -1, Description: "no deletion probe was made after the last heal: whether deletions finish cannot be told"})
+		return res
+	}
+	lastDelete := map[string]history.Op{}
+	for _, op := range ops {
+		if op.Kind == history.Delete && !op.Invoke.After(final.Probed) && op.Invoke.After(lastDelete[op.Topic].Invoke) {
+			lastDelete[op.Topic] = op
+		}
+	}
+	since := func(at time.Time) string {
+		if at.IsZero() {
+			return "the start of the run"
+		}
+		return fmt.Sprintf("%s (%s before the probe)", at.Format("15:04:05.000"), final.Probed.Sub(at).Round(time.Millisecond))
+	}
+	for _, topic := range final.Deleting {
+		from, why := lastHeal, "the last heal"
+		v := Violation{Topic: topic, Partition: -1, Time: final.Probed}
+		if d, ok := lastDelete[topic]; ok {
+			v.Ops = []int64{d.ID}
+			if d.Invoke.After(from) {
+				from, why = d.Invoke, fmt.Sprintf("the last call deleting it (#%d)", d.ID)
+			}
+		}
+		if final.Probed.Sub(from) > bound {
+			v.Description = fmt.Sprintf("topic %q is still being deleted at the final probe (%s), more than %s after %s at %s",
+				topic, final.Probed.Format("15:04:05.000"), bound, why, since(from))
+		} else {
+			v.Description = fmt.Sprintf("topic %q is still being deleted at the final probe (%s), but the probe came only %s after %s: the run stopped probing before the %s bound, so it cannot tell",
+				topic, final.Probed.Format("15:04:05.000"), final.Probed.Sub(from).Round(time.Millisecond), why, bound)
+		}
+		res.add(v)
+	}
+	res.Checked = fmt.Sprintf("%d topics still being deleted at the final probe, %s after the last fault event (bound %s)",
+		len(final.Deleting), final.Probed.Sub(lastHeal).Round(time.Millisecond), bound)
+	if lastHeal.IsZero() {
+		res.Checked = fmt.Sprintf("%d topics still being deleted at the final probe (no faults; bound %s)", len(final.Deleting), bound)
+	}
+	return res
+}

@@ -61,10 +61,14 @@ type Run struct {
 
 // Options tune Check.
 type Options struct {
-	// LinearizabilityTimeout bounds porcupine (default one minute).
+	// LinearizabilityTimeout bounds the linearizability check (default
+	// one minute); a check that does not finish in it fails.
 	LinearizabilityTimeout time.Duration
 	// MaxRecovery makes a slower recovery a violation (0: none).
 	MaxRecovery time.Duration
+	// DeletionBound is how long after the last heal a deletion may still
+	// run (default check.DefaultDeletionBound).
+	DeletionBound time.Duration
 }
 
 // Checked is the outcome of every checker.
@@ -104,7 +108,7 @@ func Check(run Run, dir string, opt Options) Checked {
 		check.Snapshots(run.Snapshots, check.SnapshotOptions{Duration: run.Duration, VoterFaults: voterFaults(run.Faults)}),
 	)
 	rec, recs := check.RecoveryTimes(run.Faults, run.Ops, run.Samples, check.RecoveryOptions{Max: opt.MaxRecovery, End: run.Ended})
-	c.Results = append(c.Results, rec)
+	c.Results = append(c.Results, rec, check.DeletionsFinish(run.Ops, run.Faults, run.Final, opt.DeletionBound))
 	c.Recoveries = recs
 	return c
 }

@@ -44,7 +44,8 @@ func sampleRun() Run {
 		Ops: ops, Observations: obs, Faults: faults,
 		Samples: []history.ClusterSample{{Time: at(2000), Live: []int32{1, 2, 3}, Partitions: []history.PartitionSample{{Topic: "kept", Partition: 0, Leader: 1, ISR: []int32{1, 2}}}}},
 		Hashes:  map[string]history.VoterHash{"1": {Index: 9, Hash: "ab"}, "2": {Index: 9, Hash: "ab"}, "3": {Index: 9, Hash: "ab"}},
-		Final:   check.FinalRead{Time: at(2500), Topics: map[string]history.TopicInfo{"kept": {Name: "kept", TopicID: "k1"}, "other": {Name: "other", TopicID: "o1"}}},
+		Final: check.FinalRead{Time: at(2500), Topics: map[string]history.TopicInfo{"kept": {Name: "kept", TopicID: "k1"}, "other": {Name: "other", TopicID: "o1"}},
+			Probed: at(2600)},
 	}
 }
 
