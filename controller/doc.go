@@ -78,10 +78,11 @@
 // exception is the brokers' sessions, which are wall-clock and local to
 // the active node (DESIGN §8): their deadlines, the marks of the brokers
 // whose first heartbeat since activation (their catch-up) is still to
-// come, and the index below which a heartbeat means a broker missed
-// something. The cluster manager owns them; its handlers read them and
-// never write them: they return the changes as effects, data the loop
-// applies.
+// come, and the index of the activation entry, below which a heartbeat
+// means a broker missed something (the loop records it once that entry
+// has committed). The cluster manager owns them; its handlers read them
+// and never write them: they return the changes as effects, data the
+// loop applies.
 //
 //   - effects.sessions are applied as the event joins its round, the
 //     point at which its records join the round's Txn: the round's later
