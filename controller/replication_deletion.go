@@ -331,6 +331,12 @@ type StopReplicaResult struct {
 	Topic     string
 	Partition int32
 	Err       error
+	// BrokerEpoch is the epoch of the broker's registration the request
+	// was sent to (its header's). An answer for an earlier registration is
+	// stale: a broker that registered again was sent the deletion again,
+	// and that request's answer is the one that counts. Zero (or less)
+	// stands for the broker's current registration.
+	BrokerEpoch int64
 }
 
 // HandleStopReplicaResponse reports what a broker answered to a
@@ -377,6 +383,10 @@ func (c *Controller) HandleStopReplicaResponse(broker int32, results []StopRepli
 
 func (m *replicationManager) stopReplicaResponse(w *work, broker int32, results []StopReplicaResult) error {
 	im := w.img()
+	var epoch int64
+	if b := im.Broker(broker); b != nil {
+		epoch = b.Epoch
+	}
 	seen := map[partRef]bool{}
 	var ok, failed []replica
 	var deleting []rl.TopicID
@@ -390,6 +400,14 @@ func (m *replicationManager) stopReplicaResponse(w *work, broker int32, results 
 			t = im.TopicByName(res.Topic)
 		}
 		if t == nil {
+			continue
+		}
+		if res.BrokerEpoch > 0 && res.BrokerEpoch != epoch {
+			// Sent to an earlier registration (a request dropped when the
+			// broker restarted, say): the deletion went again to the
+			// current one, whose answer decides.
+			w.log.Debug("stop-replica answer of an earlier broker registration ignored", "broker", broker,
+				"answer_epoch", res.BrokerEpoch, "broker_epoch", epoch, "topic", t.Name, "partition", res.Partition)
 			continue
 		}
 		ref := partRef{id: t.ID, name: t.Name, part: res.Partition}

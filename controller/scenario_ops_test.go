@@ -174,6 +174,9 @@ func (s *scenario) stopReplicaResponse(a *scenarioArgs) ([]string, error) {
 	}
 	list, outcome := a.positional[0], a.positional[1]
 	a.positional = nil
+	// epoch=N: the answer of the broker registration of epoch N (default:
+	// the current one).
+	epoch, _ := a.intArg("epoch")
 	if err := a.done(); err != nil {
 		return nil, err
 	}
@@ -196,12 +199,12 @@ func (s *scenario) stopReplicaResponse(a *scenarioArgs) ([]string, error) {
 		s.fsm.View(func(im *fsm.Image) {
 			t := im.TopicByName(name)
 			if t == nil {
-				results = append(results, StopReplicaResult{Topic: name, Partition: part, Err: resErr})
+				results = append(results, StopReplicaResult{Topic: name, Partition: part, Err: resErr, BrokerEpoch: epoch})
 				return
 			}
 			im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
 				if (!hasPart || i == part) && indexOf(p.Replicas, b) >= 0 {
-					results = append(results, StopReplicaResult{TopicID: t.ID, Topic: t.Name, Partition: i, Err: resErr})
+					results = append(results, StopReplicaResult{TopicID: t.ID, Topic: t.Name, Partition: i, Err: resErr, BrokerEpoch: epoch})
 				}
 				return true
 			})

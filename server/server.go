@@ -242,11 +242,7 @@ func (f *stopReplicaForwarder) HandleStopReplicaResponse(brokerID int32, results
 	if c == nil {
 		return
 	}
-	out := make([]controller.StopReplicaResult, len(results))
-	for i, r := range results {
-		out[i] = controller.StopReplicaResult{TopicID: r.TopicID, Topic: r.Topic, Partition: r.Partition, Err: r.Err}
-	}
-	c.HandleStopReplicaResponse(brokerID, out)
+	c.HandleStopReplicaResponse(brokerID, results)
 }
 
 func (s *Server) startVoter() error {

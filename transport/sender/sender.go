@@ -799,7 +799,7 @@ func (b *brokerSender) handleSR(r *controller.StopReplica, resps []kmsg.Response
 		if !sp.Delete {
 			continue
 		}
-		res := StopReplicaResult{TopicID: sp.TopicID, Topic: sp.Topic, Partition: sp.Partition}
+		res := StopReplicaResult{TopicID: sp.TopicID, Topic: sp.Topic, Partition: sp.Partition, BrokerEpoch: r.BrokerEpoch}
 		if top != 0 {
 			res.Err = kerr.ErrorForCode(top)
 		} else if code, ok := codes[key{sp.Topic, sp.Partition}]; !ok {
@@ -821,7 +821,8 @@ func appendDropped(results []StopReplicaResult, set *controller.Requests) []Stop
 	}
 	for _, sp := range set.StopReplica.Partitions {
 		if sp.Delete {
-			results = append(results, StopReplicaResult{TopicID: sp.TopicID, Topic: sp.Topic, Partition: sp.Partition, Err: ErrDropped})
+			results = append(results, StopReplicaResult{TopicID: sp.TopicID, Topic: sp.Topic, Partition: sp.Partition, Err: ErrDropped,
+				BrokerEpoch: set.StopReplica.BrokerEpoch})
 		}
 	}
 	return results

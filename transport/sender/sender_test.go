@@ -302,7 +302,11 @@ func TestOlderControllerEpochIsDropped(t *testing.T) {
 	p.Send(set(1, hdr(5, 1), live, parts))
 	<-g.entered
 	// Queued under epoch 5, then epoch 6 arrives: the epoch-5 set goes.
-	p.Send(set(1, hdr(5, 2), live, parts, controller.StopPartition{Topic: "d", TopicID: topicID, Partition: 3, LeaderEpoch: 1, Delete: true}))
+	// Its deletion is reported for the broker registration it was meant
+	// for.
+	withStop := hdr(5, 2)
+	withStop.BrokerEpoch = 7
+	p.Send(set(1, withStop, live, parts, controller.StopPartition{Topic: "d", TopicID: topicID, Partition: 3, LeaderEpoch: 1, Delete: true}))
 	p.Send(set(1, hdr(6, 3), live, []controller.PartitionState{ps("t", topicID, 0, 1, 2, 1)}))
 	// Epoch 4 after epoch 6: dropped at once.
 	p.Send(set(1, hdr(4, 4), live, []controller.PartitionState{ps("t", topicID, 0, 1, 9, 1)}))
@@ -317,7 +321,7 @@ func TestOlderControllerEpochIsDropped(t *testing.T) {
 		}
 	}
 	waitFor(t, "the dropped deletion reported", func() bool { return len(rec.results(1)) == 1 })
-	if r := rec.results(1)[0]; r.Topic != "d" || r.Partition != 3 || r.TopicID != topicID || !errors.Is(r.Err, sender.ErrDropped) {
+	if r := rec.results(1)[0]; r.Topic != "d" || r.Partition != 3 || r.TopicID != topicID || !errors.Is(r.Err, sender.ErrDropped) || r.BrokerEpoch != 7 {
 		t.Fatalf("report %+v", r)
 	}
 	balanced(t, p.Stats())
