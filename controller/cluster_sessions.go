@@ -69,6 +69,10 @@ func renewal(id int32, deadline time.Time, op sessionOp) sessionChange {
 	return sessionChange{broker: id, op: op, deadline: deadline}
 }
 
+// awaitingCatchUp reports whether broker has not been caught up by this
+// controller yet.
+func (s *sessions) awaitingCatchUp(broker int32) bool { return s.needCatchUp[broker] }
+
 // apply makes the changes, in order.
 func (s *sessions) apply(changes []sessionChange) {
 	for _, ch := range changes {

@@ -331,10 +331,10 @@ func (c *Controller) propose(records []rl.Record, starts []int) ([]uint64, []glo
 
 // send materializes the plan from the committed image and hands each
 // broker its requests.
-func (c *Controller) send(p *plan, epoch int32, offset uint64) {
+func (c *Controller) send(a *activation, p *plan, epoch int32, offset uint64) {
 	hdr := Header{ControllerID: c.cfg.NodeID, ControllerEpoch: epoch, MetadataOffset: offset}
 	var reqs []Requests
-	c.cfg.FSM.View(func(im *fsm.Image) { reqs = p.materialize(im, hdr) })
+	c.cfg.FSM.View(func(im *fsm.Image) { reqs = p.materialize(im, hdr, a.managers.cluster.sessions.awaitingCatchUp) })
 	for _, r := range reqs {
 		c.cfg.Sender.Send(r)
 	}

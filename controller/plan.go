@@ -306,7 +306,14 @@ func liveBroker(b *fsm.Broker) LiveBroker {
 // the committed image at offset. Brokers are visited in id order and
 // partitions in (topic id, partition) order, so the same plan over the same
 // image gives the same requests.
-func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
+//
+// awaitingCatchUp (nil: none) names the brokers this controller has not
+// caught up yet. Their requests carry no metadata offset unless the plan
+// catches them up: an offset tells a broker that it has everything up to
+// it, and what an earlier controller committed and never sent is not in
+// this controller's deltas. The offset the broker then reports in its
+// first heartbeat is the one it had, and its catch-up starts there.
+func (p *plan) materialize(im *fsm.Image, hdr Header, awaitingCatchUp func(broker int32) bool) []Requests {
 	live := liveBrokers(im)
 	byID := map[int32]*LiveBroker{}
 	for i := range live {
@@ -325,6 +332,9 @@ func (p *plan) materialize(im *fsm.Image, hdr Header) []Requests {
 		h := hdr
 		if br := im.Broker(b); br != nil {
 			h.BrokerEpoch = br.Epoch
+		}
+		if _, catchUp := p.catchUp[b]; !catchUp && awaitingCatchUp != nil && awaitingCatchUp(b) {
+			h.MetadataOffset = 0
 		}
 		return h
 	}

@@ -292,7 +292,7 @@ func (c *Controller) finish(a *activation, r *round) ([]*event, error) {
 	}
 	sent := time.Now()
 	if !r.plan.empty() {
-		c.send(r.plan, r.epoch, last)
+		c.send(a, r.plan, r.epoch, last)
 	}
 	if len(r.records) > 0 && c.log.IsDebug() {
 		c.log.Debug("round committed", "events", len(r.spans), "records", r.staged, "entries", len(r.indexes),
