@@ -155,9 +155,15 @@ func TestMirrorCatchesUpAfterZooKeeperRestart(t *testing.T) {
 
 	c := newCluster(t, 1, time.Minute, "", false)
 	_, node := c.active(20 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := Migrate(ctx, addr, node, false, nil); err != nil {
+	// Each call has a deadline of its own: the waits for the mirror in
+	// between have theirs, and a deadline for the whole test ran out on a
+	// loaded host.
+	step := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if _, err := Migrate(step(), addr, node, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	m, err := StartMirror(MirrorConfig{Addr: addr, Node: node, RetryInterval: 50 * time.Millisecond})
@@ -177,21 +183,21 @@ func TestMirrorCatchesUpAfterZooKeeperRestart(t *testing.T) {
 	// ZooKeeper goes away; the controller carries on.
 	srv.Stop()
 	ctl := node.Controller
-	if res := ctl.CreateTopics(ctx, []controller.CreateTopic{{Name: "fresh", NumPartitions: -1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2}, {2, 3}, {3, 1}}}}, false); res[0].Err != nil {
+	if res := ctl.CreateTopics(step(), []controller.CreateTopic{{Name: "fresh", NumPartitions: -1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2}, {2, 3}, {3, 1}}}}, false); res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
-	if res := ctl.CreatePartitions(ctx, []controller.CreatePartitions{{Topic: "orders", Count: 5, Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}}}}, false); res[0].Err != nil {
+	if res := ctl.CreatePartitions(step(), []controller.CreatePartitions{{Topic: "orders", Count: 5, Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}}}}, false); res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
-	if err := ctl.IncrementalAlterTopicConfigs(ctx, "orders", []controller.AlterConfig{{Key: "retention.ms", Op: controller.ConfigDelete}}, false); err != nil {
+	if err := ctl.IncrementalAlterTopicConfigs(step(), "orders", []controller.AlterConfig{{Key: "retention.ms", Op: controller.ConfigDelete}}, false); err != nil {
 		t.Fatal(err)
 	}
 	var epoch3 int64
 	node.FSM.View(func(im *fsm.Image) { epoch3 = im.Broker(3).Epoch })
-	if _, err := ctl.Heartbeat(ctx, controller.Heartbeat{BrokerID: 3, BrokerEpoch: epoch3, MetadataOffset: node.FSM.AppliedIndex(), WantFence: true}); err != nil {
+	if _, err := ctl.Heartbeat(step(), controller.Heartbeat{BrokerID: 3, BrokerEpoch: epoch3, MetadataOffset: node.FSM.AppliedIndex(), WantFence: true}); err != nil {
 		t.Fatal(err)
 	}
-	if res := ctl.DeleteTopics(ctx, []controller.DeleteTopic{{Name: "legacy"}}); res[0].Err != nil {
+	if res := ctl.DeleteTopics(step(), []controller.DeleteTopic{{Name: "legacy"}}); res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
 	applied := node.FSM.AppliedIndex()
@@ -218,7 +224,7 @@ func TestMirrorCatchesUpAfterZooKeeperRestart(t *testing.T) {
 	}
 
 	// Incremental again: one more change goes through without a restart.
-	if res := ctl.CreatePartitions(ctx, []controller.CreatePartitions{{Topic: "fresh", Count: 4, Assignment: [][]int32{{1, 2}}}}, false); res[0].Err != nil {
+	if res := ctl.CreatePartitions(step(), []controller.CreatePartitions{{Topic: "fresh", Count: 4, Assignment: [][]int32{{1, 2}}}}, false); res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
 	waitMirrorSynced(t, m, node)
