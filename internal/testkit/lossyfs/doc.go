@@ -39,9 +39,10 @@
 //     and times are not modelled: they are kept as they are.
 //
 // Cut cuts the power when it is called; CutAfter arms a cut that happens
-// right after the n-th change from then on, inside the request that made
-// it, so that the cut lands between a write and its sync. Either applies
-// one of two outcomes to the queue:
+// right after the n-th change or sync from then on, inside the request
+// that made it, so that a cut can land between a write and its sync, or
+// right after a sync returned. Either applies one of two outcomes to the
+// queue:
 //
 //   - DropUnsynced: every pending change is lost. The durable state is
 //     what was synced, nothing more.

@@ -30,14 +30,16 @@ type server struct {
 	uid, gid uint32
 
 	backing string
-	// The power cut: armed counts the changes still to come before an
-	// armed one; report and err are its outcome; done is closed then.
+	// The power cut: armed counts the steps (changes and syncs) still to
+	// come before an armed one; report and storeErr are its outcome; done
+	// is closed then.
 	armed    int
 	armMode  Mode
 	armRng   *rand.Rand
 	report   *CutReport
 	storeErr error
 	done     chan struct{}
+	powerCut bool // the end was a power cut, not a clean shutdown
 }
 
 // handle is an open file or directory.
@@ -63,7 +65,7 @@ func newServer(m *model, backing string) *server {
 		backing:       backing,
 		done:          make(chan struct{}),
 	}
-	m.afterChange = s.afterChange
+	m.afterStep = s.afterStep
 	return s
 }
 
@@ -72,7 +74,7 @@ func newServer(m *model, backing string) *server {
 func (s *server) cut(mode Mode, rng *rand.Rand) (CutReport, error) {
 	if s.report == nil {
 		r := s.m.cut(mode, rng)
-		s.report = &r
+		s.report, s.powerCut = &r, true
 		s.storeErr = s.m.store(s.backing)
 		close(s.done)
 	}
@@ -90,7 +92,7 @@ func (s *server) stop() error {
 	return s.storeErr
 }
 
-func (s *server) afterChange() {
+func (s *server) afterStep() {
 	if s.armed > 0 {
 		if s.armed--; s.armed == 0 {
 			_, _ = s.cut(s.armMode, s.armRng)

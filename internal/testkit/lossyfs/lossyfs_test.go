@@ -499,32 +499,42 @@ func TestCutAfterAChange(t *testing.T) {
 		_, err := file.Write([]byte(s))
 		return err
 	}
-	// Three changes: the third one succeeds, and the power goes right
-	// after it; syncs do not count.
+	// Three steps: the third one succeeds, and the power goes right
+	// after it; a sync is a step.
 	if err := write("one,"); err != nil {
 		t.Fatal(err)
 	}
 	if err := file.Sync(); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-done:
+		t.Fatal("the power went after two steps")
+	default:
+	}
 	if err := write("two,"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-done:
-		t.Fatal("the power went after two changes")
-	default:
-	}
-	if err := write("three"); err != nil {
-		t.Fatalf("the change that cuts the power: %v", err)
-	}
 	<-done
-	if err := file.Sync(); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("fsync after the cut: %v, want EIO", err)
+	if err := write("three"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a write after the cut: %v, want EIO", err)
 	}
 	r, err := f.Cut(lossyfs.KeepPrefix, nil)
-	if err != nil || r.Mode != lossyfs.DropUnsynced || r.Pending != 2 || r.LostBytes() != 9 {
-		t.Fatalf("report %v, %v: want the armed cut, which lost two writes of 9 bytes", r, err)
+	if err != nil || r.Mode != lossyfs.DropUnsynced || r.Pending != 1 || r.LostBytes() != 4 {
+		t.Fatalf("report %v, %v: want the armed cut, which lost one write of 4 bytes", r, err)
 	}
 	checkTree(t, "the backing directory", f.Backing(), map[string]string{"f": "one,"})
+
+	// A cut right after a sync: what it synced is kept.
+	g := lossyfs.MountForTest(t)
+	p = filepath.Join(g.Dir(), "g")
+	create(t, p, []byte("synced"), false)
+	done, err = g.CutAfter(2, lossyfs.DropUnsynced, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncPath(t, p)
+	syncPath(t, g.Dir())
+	<-done
+	checkTree(t, "the backing directory", g.Backing(), map[string]string{"g": "synced"})
 }

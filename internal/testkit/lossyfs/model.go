@@ -213,7 +213,7 @@ type model struct {
 	syncs   int // fsyncs of files and directories
 	changes int // changes made, synced or not
 
-	afterChange func() // called after each change is recorded
+	afterStep func() // called after each change is recorded and after each sync
 }
 
 // load reads dir into a model whose two states are both what dir holds.
@@ -308,8 +308,12 @@ func (m *model) change(o *op) {
 	m.vis.apply(o, 0, len(o.b))
 	m.pending = append(m.pending, o)
 	m.changes++
-	if m.afterChange != nil {
-		m.afterChange()
+	m.step()
+}
+
+func (m *model) step() {
+	if m.afterStep != nil {
+		m.afterStep()
 	}
 }
 
@@ -334,6 +338,7 @@ func (m *model) syncWhere(match func(*op) bool) {
 
 func (m *model) syncFile(ino uint64) {
 	m.syncWhere(func(o *op) bool { return o.isData() && o.ino == ino })
+	m.step()
 }
 
 // syncDir makes the entries of directory ino durable. A pending rename
@@ -359,6 +364,7 @@ func (m *model) syncDir(ino uint64) {
 		}
 		return false
 	})
+	m.step()
 }
 
 // forget drops a visible node that nothing refers to any more.
