@@ -116,13 +116,14 @@ func OpenStores(dir string, logger hclog.Logger) (*Stores, error) {
 }
 
 // syncedSnapshots is raft's file snapshot store with the directory of each
-// new snapshot synced when it is closed. Raft syncs the snapshot's files
-// and, after renaming the snapshot's directory into snapshots/, that
-// directory, but never the snapshot's own directory: a power cut can then
-// leave it without its files, which raft skips as an invalid snapshot,
-// after raft had dropped the log entries it covers (a follower that
-// installed a snapshot from the leader keeps none before it) and could no
-// longer start.
+// new snapshot synced before raft moves it into place. Raft syncs the
+// snapshot's files and, once it has renamed the snapshot's directory from
+// its temporary name, the directory holding it, but never the snapshot's
+// own directory: a power cut could then leave it without its files,
+// which raft skips (after it had dropped the log entries the snapshot
+// covers: a follower that installed a snapshot from the leader keeps none
+// before it), or with meta.json but no state.bin, which makes raft
+// refuse to start.
 type syncedSnapshots struct {
 	*raft.FileSnapshotStore
 	dir string // where raft keeps the snapshots, a directory each
@@ -142,13 +143,16 @@ type syncedSink struct {
 	dir string
 }
 
-// Close completes the snapshot as raft does, then syncs its directory:
-// raft compacts the log only after Close returned nil.
+// Close syncs the snapshot's directory, under the temporary name raft
+// gives it until it is complete (raft's tmpSuffix), then completes the
+// snapshot as raft does. Both its files are created by Create, so the
+// rename that publishes them can only become durable after their names.
 func (s syncedSink) Close() error {
-	if err := s.SnapshotSink.Close(); err != nil {
+	if err := logstore.SyncDir(filepath.Join(s.dir, s.ID()+".tmp")); err != nil {
+		_ = s.SnapshotSink.Cancel()
 		return err
 	}
-	return logstore.SyncDir(filepath.Join(s.dir, s.ID()))
+	return s.SnapshotSink.Close()
 }
 
 // outermostMissing returns the outermost directory on the way to dir that
