@@ -88,6 +88,10 @@ func TestSnapshotSurvivesPowerLoss(t *testing.T) {
 	if err := sink.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Raft closes the sink again after the FSM's Persist closed it.
+	if err := sink.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
 	if _, err := fs.Cut(lossyfs.DropUnsynced, nil); err != nil {
 		t.Fatal(err)
 	}

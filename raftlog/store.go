@@ -135,24 +135,35 @@ func (s syncedSnapshots) Create(version raft.SnapshotVersion, index, term uint64
 	if err != nil {
 		return nil, err
 	}
-	return syncedSink{SnapshotSink: sink, dir: s.dir}, nil
+	return &syncedSink{SnapshotSink: sink, dir: s.dir}, nil
 }
 
 type syncedSink struct {
 	raft.SnapshotSink
-	dir string
+	dir    string
+	closed bool
 }
 
 // Close syncs the snapshot's directory, under the temporary name raft
 // gives it until it is complete (raft's tmpSuffix), then completes the
 // snapshot as raft does. Both its files are created by Create, so the
 // rename that publishes them can only become durable after their names.
-func (s syncedSink) Close() error {
-	if err := logstore.SyncDir(filepath.Join(s.dir, s.ID()+".tmp")); err != nil {
-		_ = s.SnapshotSink.Cancel()
-		return err
+// Closing again does nothing more, as for raft's sink: raft closes the
+// sink after the FSM's Persist did.
+func (s *syncedSink) Close() error {
+	if !s.closed {
+		s.closed = true
+		if err := logstore.SyncDir(filepath.Join(s.dir, s.ID()+".tmp")); err != nil {
+			_ = s.SnapshotSink.Cancel()
+			return err
+		}
 	}
 	return s.SnapshotSink.Close()
+}
+
+func (s *syncedSink) Cancel() error {
+	s.closed = true
+	return s.SnapshotSink.Cancel()
 }
 
 // outermostMissing returns the outermost directory on the way to dir that
