@@ -1,14 +1,9 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,13 +11,6 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 )
-
-// certSpec is one certificate to write.
-type certSpec struct {
-	file     string // base name without extension
-	identity string // for the summary
-	leaf     tlsconfig.Leaf
-}
 
 var clientNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
@@ -35,7 +23,7 @@ func runCerts(args []string, stdout, stderr io.Writer) int {
 	combined := fset.String("combined", "", "voter:broker id pairs for nodes with both roles, comma-separated (1001:1,1002:2): one certificate naming both ids each")
 	clients := fset.String("clients", "admin", "client names to make certificates for (comma-separated, may be empty)")
 	hosts := fset.String("hosts", "127.0.0.1,localhost", "DNS names and IP addresses the voter and broker certificates are valid for")
-	days := fset.Int("days", 30, "validity in days")
+	days := fset.Int("days", int(tlsconfig.DefaultValidity/(24*time.Hour)), "validity in days")
 	force := fset.Bool("force", false, "replace certificate files that already exist (a rotation: reload with SIGHUP)")
 	newCA := fset.Bool("new-ca", false, "make a new CA even if --out holds one (with --force, replaces it)")
 	fset.Usage = func() {
@@ -116,97 +104,44 @@ flags:
 	}
 	validity := time.Duration(*days) * 24 * time.Hour
 
-	var specs []certSpec
+	pki := tlsconfig.DirPKI{Dir: *out, Validity: validity, NewCA: *newCA, Force: *force}
 	for _, id := range voterIDs {
-		specs = append(specs, certSpec{file: "voter-" + strconv.Itoa(int(id)), identity: "voter " + strconv.Itoa(int(id)),
-			leaf: tlsconfig.Leaf{CommonName: "voter-" + strconv.Itoa(int(id)), URIs: []*url.URL{tlsconfig.VoterURI(id)}, Hosts: hostList, Server: true, Client: true, Validity: validity}})
+		pki.Leaves = append(pki.Leaves, tlsconfig.VoterLeaf(id, hostList, validity))
 	}
 	for _, id := range brokerIDs {
-		specs = append(specs, certSpec{file: "broker-" + strconv.Itoa(int(id)), identity: "broker " + strconv.Itoa(int(id)),
-			leaf: tlsconfig.Leaf{CommonName: "broker-" + strconv.Itoa(int(id)), URIs: []*url.URL{tlsconfig.BrokerURI(id)}, Hosts: hostList, Server: true, Client: true, Validity: validity}})
+		pki.Leaves = append(pki.Leaves, tlsconfig.BrokerLeaf(id, hostList, validity))
 	}
 	for _, p := range pairs {
-		name := fmt.Sprintf("node-%d-%d", p.voter, p.broker)
-		specs = append(specs, certSpec{file: name, identity: fmt.Sprintf("voter %d and broker %d", p.voter, p.broker),
-			leaf: tlsconfig.Leaf{CommonName: name, URIs: []*url.URL{tlsconfig.VoterURI(p.voter), tlsconfig.BrokerURI(p.broker)}, Hosts: hostList, Server: true, Client: true, Validity: validity}})
+		pki.Leaves = append(pki.Leaves, tlsconfig.NodeLeaf(p.voter, p.broker, hostList, validity))
 	}
 	for _, n := range clientNames {
-		specs = append(specs, certSpec{file: "client-" + n, identity: "client User:" + n,
-			leaf: tlsconfig.Leaf{CommonName: n, Client: true, Validity: validity}})
+		pki.Leaves = append(pki.Leaves, tlsconfig.ClientLeaf(n, validity))
 	}
+	return issueCerts(pki, stdout, stderr)
+}
 
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+// issueCerts issues pki's certificates, printing each file written.
+func issueCerts(pki tlsconfig.DirPKI, stdout, stderr io.Writer) int {
+	if err := pki.Issue(printWritten(stdout)); err != nil {
 		fmt.Fprintf(stderr, "ctrlnode certs: %v\n", err)
 		return exitFailed
-	}
-	caCert, caKey := filepath.Join(*out, "ca.crt"), filepath.Join(*out, "ca.key")
-	// Refuse before writing anything.
-	var existing []string
-	reuse := !*newCA && exists(caCert) && exists(caKey)
-	if !reuse && (exists(caCert) || exists(caKey)) {
-		existing = append(existing, caCert, caKey)
-	}
-	for _, s := range specs {
-		for _, ext := range []string{".crt", ".key"} {
-			if p := filepath.Join(*out, s.file+ext); exists(p) {
-				existing = append(existing, p)
-			}
-		}
-	}
-	if len(existing) > 0 && !*force {
-		names := make([]string, len(existing))
-		for i, p := range existing {
-			names[i] = filepath.Base(p)
-		}
-		fmt.Fprintf(stderr, "ctrlnode certs: %s already holds %s; pass --force to replace them\n", *out, strings.Join(names, ", "))
-		return exitFailed
-	}
-
-	var ca *tlsconfig.CA
-	if reuse {
-		cp, err1 := os.ReadFile(caCert)
-		kp, err2 := os.ReadFile(caKey)
-		if err := errors.Join(err1, err2); err != nil {
-			fmt.Fprintf(stderr, "ctrlnode certs: %v\n", err)
-			return exitFailed
-		}
-		if ca, err = tlsconfig.LoadCA(cp, kp); err != nil {
-			fmt.Fprintf(stderr, "ctrlnode certs: %s: %v (pass --new-ca to make a new one)\n", *out, err)
-			return exitFailed
-		}
-		fmt.Fprintf(stdout, "using the CA in %s (valid until %s)\n", caCert, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
-	} else {
-		if ca, err = tlsconfig.NewCA("ctrlquorum throwaway CA", validity); err != nil {
-			fmt.Fprintf(stderr, "ctrlnode certs: %v\n", err)
-			return exitFailed
-		}
-		if err := tlsconfig.WriteFileAtomic(caKey, ca.KeyPEM, 0o600); err != nil {
-			fmt.Fprintf(stderr, "ctrlnode certs: %v\n", err)
-			return exitFailed
-		}
-		if err := tlsconfig.WriteFileAtomic(caCert, ca.CertPEM, 0o644); err != nil {
-			fmt.Fprintf(stderr, "ctrlnode certs: %v\n", err)
-			return exitFailed
-		}
-		fmt.Fprintf(stdout, "wrote %s and %s (new CA, valid until %s)\n", caCert, caKey, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
-	}
-	for _, s := range specs {
-		is, err := ca.Issue(s.leaf)
-		if err == nil {
-			_, err = is.Write(*out, s.file, caCert)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "ctrlnode certs: %s: %v\n", s.file, err)
-			return exitFailed
-		}
-		fmt.Fprintf(stdout, "wrote %-28s %s, valid until %s\n", filepath.Join(*out, s.file)+".{crt,key}", s.identity, is.Cert.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return exitOK
 }
 
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return !errors.Is(err, fs.ErrNotExist)
+// printWritten prints a line for each file a tlsconfig.DirPKI writes.
+func printWritten(stdout io.Writer) func(tlsconfig.Written) {
+	return func(w tlsconfig.Written) {
+		until := w.NotAfter.UTC().Format(time.RFC3339)
+		switch {
+		case w.CA && w.Reused:
+			fmt.Fprintf(stdout, "using the CA in %s (valid until %s)\n", w.Cert, until)
+		case w.CA:
+			fmt.Fprintf(stdout, "wrote %s and %s (new CA, valid until %s)\n", w.Cert, w.Key, until)
+		default:
+			fmt.Fprintf(stdout, "wrote %-28s %s, valid until %s\n", strings.TrimSuffix(w.Cert, ".crt")+".{crt,key}", w.Identity, until)
+		}
+	}
 }
 
 func splitList(s string) []string {

@@ -52,4 +52,13 @@
 // voter ids (the raft stream layer uses it on both accept and dial),
 // Broker accepts one broker id (a sender dialling broker 2 wants to reach
 // broker 2, not any broker).
+//
+// # Throwaway PKI
+//
+// For development and test clusters, NewCA makes a CA and CA.Issue signs
+// certificates with it. DirPKI keeps such a CA and the certificates it
+// issued in a folder, named by VoterLeaf, BrokerLeaf, NodeLeaf and
+// ClientLeaf (`ctrlnode certs`, `ctrlnode dev --tls`): a later Issue signs
+// with the CA it finds there, and replaces existing files only when told
+// to (a rotation). Production clusters bring their own PKI.
 package tlsconfig

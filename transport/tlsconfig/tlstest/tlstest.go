@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -48,28 +47,37 @@ func NewPKI(t testing.TB, name string) *PKI {
 // files.
 func (p *PKI) Issue(name string, uris ...*url.URL) tlsconfig.Files {
 	p.t.Helper()
-	is, err := p.CA.Issue(tlsconfig.Leaf{CommonName: name, URIs: uris, Hosts: []string{"127.0.0.1", "localhost"},
-		Server: true, Client: true, Validity: time.Hour})
+	return p.write(tlsconfig.NamedLeaf{Name: name, Leaf: tlsconfig.Leaf{CommonName: name, URIs: uris, Hosts: hosts,
+		Server: true, Client: true, Validity: time.Hour}})
+}
+
+var hosts = []string{"127.0.0.1", "localhost"}
+
+func (p *PKI) write(l tlsconfig.NamedLeaf) tlsconfig.Files {
+	p.t.Helper()
+	is, err := p.CA.Issue(l.Leaf)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	f, err := is.Write(p.Dir, name, p.CAFile)
+	f, err := is.Write(p.Dir, l.Name, p.CAFile)
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	return f
 }
 
-// Voter issues voter id's certificate (CN voter-<id>).
+// Voter issues voter id's certificate (CN voter-<id>, as
+// tlsconfig.VoterLeaf names it).
 func (p *PKI) Voter(id int32) tlsconfig.Files {
 	p.t.Helper()
-	return p.Issue("voter-"+itoa(id), tlsconfig.VoterURI(id))
+	return p.write(tlsconfig.VoterLeaf(id, hosts, time.Hour))
 }
 
-// Broker issues broker id's certificate (CN broker-<id>).
+// Broker issues broker id's certificate (CN broker-<id>, as
+// tlsconfig.BrokerLeaf names it).
 func (p *PKI) Broker(id int32) tlsconfig.Files {
 	p.t.Helper()
-	return p.Issue("broker-"+itoa(id), tlsconfig.BrokerURI(id))
+	return p.write(tlsconfig.BrokerLeaf(id, hosts, time.Hour))
 }
 
 // Client issues a certificate that names no node.
@@ -87,8 +95,6 @@ func (p *PKI) Reloader(f tlsconfig.Files) *tlsconfig.Reloader {
 	}
 	return r
 }
-
-func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 // Presented opens a new TLS connection to addr with cfg and returns the
 // certificate the server presented.

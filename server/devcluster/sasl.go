@@ -1,4 +1,4 @@
-package main
+package devcluster
 
 import (
 	"crypto/rand"
@@ -15,54 +15,57 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
 )
 
-// devSecurity is dev mode's client security: zero without --sasl.
-type devSecurity struct {
-	listener     listener.SecurityConfig
-	login        kgosasl.Mechanism
-	passwordFile string
+// Security is the cluster's client security: SASL on the voters'
+// listeners and every node's own login.
+type Security struct {
+	Listener listener.SecurityConfig
+	Login    kgosasl.Mechanism
+	// PasswordFile holds the admin user's password.
+	PasswordFile string
 }
 
-// devSASL sets up dev mode's SASL: user admin, a super user created at
+// SASL sets up the cluster's SASL: user admin, a super user created at
 // bootstrap, with a random password kept in <data>/sasl-admin.password so
 // that a restart keeps the same one (the credential is in the log).
-func devSASL(dataDir string, withTLS bool) (devSecurity, error) {
+// SCRAM-SHA-512 and SCRAM-SHA-256, and PLAIN withTLS.
+func SASL(dataDir string, withTLS bool) (Security, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return devSecurity{}, err
+		return Security{}, err
 	}
 	file, err := filepath.Abs(filepath.Join(dataDir, "sasl-admin.password"))
 	if err != nil {
-		return devSecurity{}, err
+		return Security{}, err
 	}
 	pass := ""
 	switch data, err := os.ReadFile(file); {
 	case err == nil:
 		pass = strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0])
 		if pass == "" {
-			return devSecurity{}, errors.New(file + " has no password on its first line")
+			return Security{}, errors.New(file + " has no password on its first line")
 		}
 	case errors.Is(err, os.ErrNotExist):
 		var b [18]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return devSecurity{}, err
+			return Security{}, err
 		}
 		pass = base64.RawURLEncoding.EncodeToString(b[:])
 		if err := os.WriteFile(file, []byte(pass+"\n"), 0o600); err != nil {
-			return devSecurity{}, err
+			return Security{}, err
 		}
 	default:
-		return devSecurity{}, err
+		return Security{}, err
 	}
 	mechs := []string{sasl.ScramSHA512, sasl.ScramSHA256}
 	if withTLS {
 		mechs = append(mechs, sasl.Plain)
 	}
-	return devSecurity{
-		listener: listener.SecurityConfig{
+	return Security{
+		Listener: listener.SecurityConfig{
 			SASLMechanisms: mechs,
 			SuperUsers:     []string{"User:admin"},
 			BootstrapUsers: []listener.BootstrapUser{{Name: "admin", Password: pass, Mechanism: sasl.ScramSHA512}},
 		},
-		login:        scram.Auth{User: "admin", Pass: pass}.AsSha512Mechanism(),
-		passwordFile: file,
+		Login:        scram.Auth{User: "admin", Pass: pass}.AsSha512Mechanism(),
+		PasswordFile: file,
 	}, nil
 }
