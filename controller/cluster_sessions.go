@@ -8,8 +8,9 @@ import (
 // sessions holds broker liveness on the active node: the cluster
 // manager's own state. It is not in the log: deadlines are wall-clock and
 // local, and a new active controller starts every unfenced broker with a
-// fresh one (DESIGN §8). Handlers read it; only the loop changes it, by
-// applying the sessionChanges handlers return.
+// fresh one (docs/statemachines.md, broker lifecycle and failover).
+// Handlers read it; only the loop changes it, by applying the
+// sessionChanges handlers return.
 type sessions struct {
 	deadline map[int32]time.Time
 	// needCatchUp marks brokers whose first heartbeat since activation

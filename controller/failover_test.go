@@ -12,10 +12,11 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
-// partitionDigest hashes what DESIGN §1 compares between the two failover
-// cases: leader, ISR, epochs, partition state and replica states. Broker
-// and controller epochs differ between the cases by construction (one
-// more controller election in case 2), so they are left out.
+// partitionDigest hashes what the last-ISR case (docs/statemachines.md,
+// the case the controller exists for) compares between its two cases:
+// leader, ISR, epochs, partition state and replica states. Broker and
+// controller epochs differ between the cases by construction (one more
+// controller election in case 2), so they are left out.
 func partitionDigest(p fsm.Partition) [32]byte {
 	h := sha256.New()
 	w := func(v int64) { _ = binary.Write(h, binary.BigEndian, v) }
@@ -37,9 +38,10 @@ func partitionDigest(p fsm.Partition) [32]byte {
 	return out
 }
 
-// runSection1Case plays DESIGN §1's sequence: brokers A, B, C; one
-// partition on A and B; stop A, then B. With controllerOnB the active
-// controller runs in B's process, so stopping B also stops that voter.
+// runSection1Case plays the last-ISR case of docs/statemachines.md (the
+// case the controller exists for): brokers A, B, C; one partition on A
+// and B; stop A, then B. With controllerOnB the active controller runs in
+// B's process, so stopping B also stops that voter.
 // It returns the final partition as every remaining voter sees it.
 func runSection1Case(t *testing.T, controllerOnB bool) (fsm.Partition, *nodeCluster, map[int32]int) {
 	const session = 800 * time.Millisecond

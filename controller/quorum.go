@@ -8,8 +8,10 @@ import (
 // place of Kafka's FeatureControlManager and of the quorum's own state in
 // its QuorumController: today the controller epoch, which every
 // activation raises with a ControllerEpoch record and an import may raise
-// further. Feature levels (DESIGN §15: the finalized metadata version,
-// UpdateFeatures) belong here when the controller gets them; membership
+// further. Feature levels belong here when the controller gets them: the
+// finalized version of each cluster-wide feature, such as the metadata
+// version, which the whole cluster runs at and an operator raises with
+// UpdateFeatures once every node supports the new level. Membership
 // changes are raft's (the voter package). It owns no state beyond the
 // image; its handlers return the epoch the loop sends requests under
 // (effects.epoch).

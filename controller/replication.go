@@ -11,7 +11,7 @@ import (
 
 // replicationManager owns the partitions and their replicas (Kafka's
 // ReplicationControlManager): the replica and partition state machines
-// (DESIGN §4, §5) and the elections they run, topic creation and
+// (docs/statemachines.md) and the elections they run, topic creation and
 // deletion, added partitions, ISR changes from partition leaders
 // (AlterPartition), reassignments, elections on demand and the preferred
 // leader balance, and the partition side of a broker's fence, return and
@@ -25,7 +25,8 @@ type replica struct {
 	broker int32
 }
 
-// handleReplicaStateChanges moves replicas to target following DESIGN §4:
+// handleReplicaStateChanges moves replicas to target following the
+// replica state machine (docs/statemachines.md, replica states):
 // replicas are grouped by broker, each transition is checked against the
 // table (a replica with no recorded state counts as NonExistentReplica),
 // every invalid one is logged once and skipped, the valid ones are staged
@@ -133,7 +134,8 @@ func (m *replicationManager) stageReplicaStates(w *work, replicas []replica, tar
 	return nil
 }
 
-// replicaEffect plans what a committed transition sends (DESIGN §4).
+// replicaEffect plans what a committed transition sends (the table in
+// docs/statemachines.md, replica states).
 func (m *replicationManager) replicaEffect(w *work, r replica, from, target rl.ReplicaState, p *fsm.Partition) {
 	switch target {
 	case rl.NewReplica:
@@ -189,9 +191,10 @@ func (m *replicationManager) offlineReplicaEffect(w *work, r replica, p *fsm.Par
 	return nil
 }
 
-// handlePartitionStateChanges moves partitions to target following
-// DESIGN §5; OnlinePartition runs the named election strategy for
-// partitions that are not new. It returns per-partition election errors
+// handlePartitionStateChanges moves partitions to target following the
+// partition state machine (docs/statemachines.md, partition states);
+// OnlinePartition runs the named election strategy for partitions that
+// are not new. It returns per-partition election errors
 // (a partition whose election failed stays where it was, except for the
 // last-ISR case of the Offline strategy, which commits leader -1).
 func (m *replicationManager) handlePartitionStateChanges(w *work, refs []partRef, target rl.PartitionState, strategy Strategy, unclean func(partRef) bool) (map[partRef]error, error) {

@@ -37,11 +37,12 @@ type DeleteTopicResult struct {
 // topic with that id), INVALID_REQUEST (both or neither of name and id
 // given, or the same topic named twice in the request).
 //
-// Deletion follows the replica state machine (DESIGN §4): every live
-// broker is sent UpdateMetadata with leader LeaderDuringDelete for every
-// partition, which drops the topic from its metadata cache (the topic
-// leaves client-visible metadata at once); every partition loses its
-// leader and goes OfflinePartition; every replica goes OfflineReplica and
+// Deletion follows the replica state machine (docs/statemachines.md,
+// replica states and topic deletion): every live broker is sent
+// UpdateMetadata with leader LeaderDuringDelete for every partition,
+// which drops the topic from its metadata cache (the topic leaves
+// client-visible metadata at once); every partition loses its leader and
+// goes OfflinePartition; every replica goes OfflineReplica and
 // then ReplicaDeletionStarted, with StopReplica (delete=true, leader epoch
 // EpochDuringDelete) to its broker. A replica whose broker is fenced goes
 // ReplicaDeletionIneligible instead and is retried when the broker is back.
@@ -179,7 +180,7 @@ func isDeletionState(s rl.ReplicaState) bool {
 
 // driveReplicaDeletions moves replicas that are to be deleted along the
 // deletion path of the replica state machine, from whatever state each is
-// in (DESIGN §4):
+// in (docs/statemachines.md, topic deletion):
 //
 //   - a replica not yet offline goes OfflineReplica (StopReplica without
 //     delete, out of the ISR); one that was never created (still

@@ -5,7 +5,8 @@ import (
 )
 
 // replicaPrev lists, for each target replica state, the states it may be
-// entered from (DESIGN §4).
+// entered from (docs/statemachines.md, replica states, says what each
+// transition does).
 var replicaPrev = map[rl.ReplicaState][]rl.ReplicaState{
 	rl.NewReplica:                {rl.NonExistentReplica},
 	rl.OnlineReplica:             {rl.NewReplica, rl.OnlineReplica, rl.OfflineReplica, rl.ReplicaDeletionIneligible},
@@ -17,7 +18,7 @@ var replicaPrev = map[rl.ReplicaState][]rl.ReplicaState{
 }
 
 // partitionPrev lists, for each target partition state, the states it may
-// be entered from (DESIGN §5).
+// be entered from (docs/statemachines.md, partition states).
 var partitionPrev = map[rl.PartitionState][]rl.PartitionState{
 	rl.NewPartition:         {rl.NonExistentPartition},
 	rl.OnlinePartition:      {rl.NewPartition, rl.OnlinePartition, rl.OfflinePartition},

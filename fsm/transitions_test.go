@@ -8,8 +8,10 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
-// The tables of DESIGN §4 and §5, written out again here as the pairs that
-// are allowed, so a mistake in transitions.go cannot hide behind itself.
+// The replica and partition transition tables (docs/statemachines.md,
+// replica states and partition states), written out again here as the
+// pairs that are allowed, so a mistake in transitions.go cannot hide
+// behind itself.
 var allowedReplica = map[string]bool{
 	"NonExistentReplica>NewReplica":                    true,
 	"NewReplica>OnlineReplica":                         true,

@@ -1,4 +1,5 @@
-// Package jepsen is the jepsen-style test of ctrlquorum (DESIGN §12):
+// Package jepsen is the jepsen-style test of ctrlquorum (the workload, the
+// faults and every checker are described in integration/jepsen/README.md):
 // three ctrlnode voters and several broker agents as separate processes on
 // 127.0.0.1–3, faults from a seeded schedule, concurrent admin clients
 // whose every call is recorded, and checkers over the result.
@@ -7,7 +8,9 @@
 //	          decisions, the fault timeline, leadership samples (JSON lines)
 //	check/    the checkers: linearizability (porcupine), lost writes, one
 //	          leader per epoch, controller-epoch fencing, epochs never going
-//	          back, equal state hashes, recovery time after each heal
+//	          back, equal state hashes, the brokers' metadata against the
+//	          controller's, snapshots installed, recovery time after each
+//	          heal, deletions that finish
 //	nemesis/  the seeded fault schedule, the runner that applies it, and the
 //	          network namespace with iptables partitions
 //	report/   the report folder of a run, and reading it back

@@ -1,7 +1,7 @@
-// Package zookeeper is the ZooKeeper adapter (DESIGN §11): it imports a
-// ZooKeeper-mode Kafka cluster's metadata into the log, and mirrors the
-// image back into Kafka's znodes for the tools and brokers that still read
-// ZooKeeper. ZooKeeper is never the source of truth here.
+// Package zookeeper is the ZooKeeper adapter: it imports a ZooKeeper-mode
+// Kafka cluster's metadata into the log, and mirrors the image back into
+// Kafka's znodes for the tools and brokers that still read ZooKeeper.
+// ZooKeeper is never the source of truth here.
 //
 // # Import (Migrate)
 //
@@ -53,10 +53,11 @@
 // After the topics, the import settles them as a ZooKeeper-era controller
 // would have on taking over: the broker-failure transitions run for
 // brokers that are not live (a partition still led by a broker missing
-// from /brokers/ids — DESIGN §1's second case — gets an Offline election,
-// leader -1 with its ISR kept when nobody clean can lead), leaderless
-// partitions get an election, and pending deletions and reassignments are
-// resumed.
+// from /brokers/ids, as an older ZooKeeper-era controller left it when it
+// died together with that broker, gets an Offline election: leader -1 with
+// its ISR kept when nobody clean can lead; see docs/statemachines.md, the
+// case the controller exists for), leaderless partitions get an election,
+// and pending deletions and reassignments are resumed.
 //
 // Import is idempotent and resumable: brokers and topics (by id) the image
 // has are skipped, so running it twice changes nothing; a topic whose name

@@ -301,8 +301,9 @@ func TestMirrorFencesDeposedNode(t *testing.T) {
 	}
 }
 
-// section1Case plays DESIGN §1 (brokers A, B, C; a partition on A and
-// B; stop A, then B) with a mirror on every voter, and returns the state
+// section1Case plays the last-ISR case (docs/statemachines.md, the case
+// the controller exists for: brokers A, B, C; a partition on A and B;
+// stop A, then B) with a mirror on every voter, and returns the state
 // znode ZooKeeper ends with, /controller_epoch, and the broker ids by role.
 func section1Case(t *testing.T, controllerOnB bool) (state, epoch string, roles map[byte]int32, part fsm.Partition) {
 	addr, _ := chrootAddr(t)
@@ -376,7 +377,7 @@ func TestSection1ThroughZooKeeperBothCasesEndIdentical(t *testing.T) {
 		if strconv.Itoa(int(s.ControllerEpoch)) != epoch {
 			t.Errorf("case %d: state written under controller epoch %d, /controller_epoch %s", n+1, s.ControllerEpoch, epoch)
 		}
-		// DESIGN §1: leader -1 and B kept in the ISR, in both cases.
+		// Leader -1 and B kept in the ISR, in both cases (the last-ISR rule).
 		if s.Leader != -1 || fmt.Sprint(s.ISR) != fmt.Sprint([]int32{roles['B']}) {
 			t.Errorf("case %d: leader %d isr %v, want -1 [%d]", n+1, s.Leader, s.ISR, roles['B'])
 		}
