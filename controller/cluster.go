@@ -301,9 +301,12 @@ func (m *clusterManager) unregister(w *work, id int32) (result[any], error) {
 // activate starts a session for every unfenced broker, each awaiting its
 // first heartbeat (its catch-up), and plans a full UpdateMetadata to every
 // live broker: it names every topic, so a broker that missed a deletion
-// under the previous controller forgets the topic (a broker's own
-// catch-up may never come: this request already brings its metadata
-// offset past the activation). The response is the number of sessions.
+// under the previous controller forgets the topic even if its own
+// catch-up never comes. Like every request to a broker this controller
+// has not caught up yet, it carries metadata offset 0 (plan.materialize's
+// awaitingCatchUp): the broker's first heartbeat then still reports the
+// offset it reached before, and its catch-up starts there. The response
+// is the number of sessions.
 func (m *clusterManager) activate(w *work) result[int] {
 	var res result[int]
 	deadline := w.now.Add(m.sessionTimeout)

@@ -3,7 +3,11 @@
 // transitions, leader elections, the topic lifecycle, reassignments,
 // topic configs and security rules, writes every decision to the raft log
 // as records, and sends brokers the control requests those records call
-// for once they have committed (DESIGN §2, §17).
+// for once they have committed. docs/architecture.md places it among the
+// packages and follows a request, a broker failure and a failover through
+// it; docs/controller.md describes the loop and the managers, and
+// docs/statemachines.md the state machines, elections and broker
+// lifecycle they implement.
 //
 // # Architecture
 //
@@ -61,9 +65,17 @@
 //     state that is not in the image: see below.
 //
 // A handler does not touch queues, futures, timers, the activation or the
-// Controller, does not block, reads no clock but w.now and does no I/O;
-// given the same view, time, manager state and request it decides the
-// same. It may call another manager's methods with the same work: the
+// Controller, does not block, reads no clock but w.now and does no I/O.
+// The clock enters a decision only as w.now, and randomness only through
+// the request or as a value the handler draws and carries in the records
+// it stages: createTopic draws the new topic's id from crypto/rand and
+// puts it in the Topic record. Given the same view, time, manager state
+// and request a handler decides the same, createTopic's id aside. What
+// must be deterministic is the FSM that applies the committed records, on
+// every voter and again on every restart, and it is: it reads nothing but
+// the records, their log index and the image.
+//
+// A handler may call another manager's methods with the same work: the
 // cluster manager hands the replication manager the partitions of a broker
 // it fences, unfences or shuts down, and the config manager has it elect
 // leaders when unclean election is turned on (cluster → replication,
@@ -76,13 +88,13 @@
 //
 // Almost everything a handler decides from is in the image. The
 // exception is the brokers' sessions, which are wall-clock and local to
-// the active node (DESIGN §8): their deadlines, the marks of the brokers
-// whose first heartbeat since activation (their catch-up) is still to
-// come, and the index of the activation entry, below which a heartbeat
-// means a broker missed something (the loop records it once that entry
-// has committed). The cluster manager owns them; its handlers read them
-// and never write them: they return the changes as effects, data the
-// loop applies.
+// the active node (docs/statemachines.md, broker lifecycle): their
+// deadlines, the marks of the brokers whose first heartbeat since
+// activation (their catch-up) is still to come, and the index of the
+// activation entry, below which a heartbeat means a broker missed
+// something (the loop records it once that entry has committed). The
+// cluster manager owns them; its handlers read them and never write them:
+// they return the changes as effects, data the loop applies.
 //
 //   - effects.sessions are applied as the event joins its round, the
 //     point at which its records join the round's Txn: the round's later
@@ -121,26 +133,38 @@
 //     committing round's Txn; that round is proposed once the one below
 //     has committed, rebased onto the image, or, if the one below failed
 //     or the log holds something else, computed again from scratch.
-//  4. Once the round has committed: effects.committed are applied, the
-//     plan is turned into requests from the committed image and handed to
-//     the Sender, and the callers are answered (finish can put the entry's
-//     index in the answer: a registration's broker epoch). An event's
-//     then, if set, queues the loop's next event (a rebalance's next run).
+//  4. Once the round has committed (finish): first the round's plan is
+//     turned into requests from the committed image, under the round's
+//     controller epoch and with the round's last index as metadata offset
+//     (0 to a broker this controller has not caught up yet), and handed to
+//     the Sender; then, event by event in order, an event one of whose
+//     records the FSM refused is answered UNKNOWN_SERVER_ERROR, and any
+//     other has its effects.committed applied and is answered (its finish
+//     hook can put the entry's index in the answer: a registration's
+//     broker epoch). An event's then, if set, queues the loop's next event
+//     (a rebalance's next run). A round that failed sends nothing and
+//     answers its events NOT_CONTROLLER (or their own errors).
 //  5. If leadership is lost, every event the loop holds or has queued is
 //     answered NOT_CONTROLLER, and the uncommitted work and the managers
 //     are dropped with the activation.
 //
-// The loop alone holds the queue, the futures and the timers: the session
+// The loop alone takes events from the queue (callers only put them
+// there), computes them, answers them and owns the timers: the session
 // check (every SessionTimeout/8) and the automatic rebalance (SetBalance's
 // Interval: a reassignment check, then the rebalance's runs, one event
-// each) are ticks that queue events like any caller's.
+// each) are ticks that queue events like any caller's. It does not wait on
+// raft itself: proposeRound starts a goroutine for each round with records,
+// which proposes its entries (propose), waits on their futures and closes
+// the round's done channel, and the loop finishes the round when it sees
+// that channel closed.
 //
 // # Why
 //
 // A decision is a function of the view, the time, its manager's state and
-// the request, so its tests call the handler with a Txn over an image and
-// replay the records it returns into a fresh image (see the
-// *_manager_test.go files): no loop, log, queue or clock is needed.
+// the request (createTopic's random topic id aside), so its tests call
+// the handler with a Txn over an image and replay the records it returns
+// into a fresh image (see the *_manager_test.go files): no loop, log,
+// queue or clock is needed.
 // Keeping state changes as returned data is what lets the loop compute an
 // event again, or drop it, without undoing anything: the only state a
 // handler changes is the work it is given. And the concurrency (group

@@ -29,8 +29,11 @@ const (
 	// unavailable.
 	ControlledShutdownElection
 	// NoOpElection keeps leader and ISR as they are. It exists so that the
-	// controller can resend the current state (bumping the leader epoch)
-	// through the same code path as a real election.
+	// controller can record a partition online again and resend its
+	// current state through the same code path as a real election
+	// (reconcile, after a failover). Leader and ISR being unchanged, no
+	// PartitionChange is staged: neither the leader epoch nor the
+	// partition epoch moves.
 	NoOpElection
 )
 
@@ -163,13 +166,15 @@ func (e *ElectionError) Unwrap() error { return e.Err }
 //
 //   - OfflineElection with ErrNoEligibleLeader returns the leaderless state
 //     that must be committed: Leader = raftlog.NoLeader, ISR = the current
-//     ISR unchanged, no receivers. Keeping the ISR is the last-ISR rule of
-//     the design: none of its members can lead now, yet every one of them
-//     holds every committed record (that is what being in the ISR means), so whichever
-//     returns first can lead again without losing data. Emptying it, as the
-//     ZooKeeper-era controller did, left unclean election as the only way
-//     back. In the usual case the ISR has already shrunk to one member as
-//     brokers failed one by one (see ShrinkISR), and that member is kept.
+//     ISR unchanged, no receivers. Keeping the ISR is the last-ISR rule
+//     (docs/statemachines.md, the case the controller exists for): none of
+//     its members can lead now, yet every one of them holds every
+//     committed record (that is what being in the ISR means), so whichever
+//     returns first can lead again without losing data. Emptying it, as
+//     the earliest ZooKeeper-era controllers did, left unclean election as
+//     the only way back. In the usual case the ISR has already shrunk to
+//     one member as brokers failed one by one (see ShrinkISR), and that
+//     member is kept.
 //   - Every other failure, and ErrElectionNotNeeded, returns the partition
 //     unchanged (current leader, current ISR, no receivers): there is
 //     nothing to commit, and committing it by mistake would change nothing.

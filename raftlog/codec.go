@@ -185,7 +185,9 @@ func validate(r Record) error {
 	return nil
 }
 
-// Batch is the records of one log entry, applied atomically.
+// Batch is the records of one log entry. The FSM applies them in order
+// and readers see them all at once; a record it refuses changes nothing
+// and the others still apply (see the package comment).
 type Batch []Record
 
 // EncodeBatch encodes records as one log entry:

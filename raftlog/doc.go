@@ -7,7 +7,16 @@
 //
 //	type byte | version byte | msgpack body
 //
-// and a log entry is a batch of such records applied atomically by the FSM.
+// and a log entry is a batch of such records. The FSM applies an entry's
+// records in order under one write lock, so a reader of the image sees
+// them all at once: the image before the entry, or after all of it. The
+// entry is not all or nothing, though: each record either applies whole
+// or, if it breaks one of the FSM's rules, is refused and changes
+// nothing, on every voter alike, and the entry's other records still
+// apply. A record that names many partitions or replicas is whole too: a
+// PartitionChanges applies all of its changes or, if one of them is
+// refused, none.
+//
 // The type byte and version are explicit rather than implied by msgpack so
 // that a binary meeting a record it does not know (a newer type, or a newer
 // version of a known type) can refuse it with a precise error instead of
