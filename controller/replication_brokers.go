@@ -14,9 +14,11 @@ import (
 // offlineBrokerReplicas runs the broker-failure transitions for a broker
 // that is fenced in the work's view (Kafka's onBrokerFailure): partitions
 // it leads go OfflinePartition and then OnlinePartition with the Offline
-// strategy, and its replicas not yet offline go OfflineReplica. Replicas
-// of topics being deleted go ReplicaDeletionIneligible instead once
-// offline. It is idempotent, which is what lets a new controller finish a
+// strategy, and its replicas not yet offline go OfflineReplica. A replica
+// already on the deletion path keeps its state: one in
+// ReplicaDeletionStarted is sent StopReplica again when its broker
+// returns (brokerReturned), and an answer for the fenced registration is
+// ignored. It is idempotent, which is what lets a new controller finish a
 // fence that an old one did not.
 func (m *replicationManager) offlineBrokerReplicas(w *work, id int32) error {
 	led, hosted := w.partitionsOf(id)

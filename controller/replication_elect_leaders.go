@@ -20,7 +20,8 @@ const (
 	PreferredLeaderElection ElectionType = 0
 	// UncleanLeaderElection gives a leaderless partition a leader, from
 	// outside the ISR if no ISR member is live: committed data may be lost,
-	// which is why it is only ever done on request.
+	// which is why it is done only on request or for a topic whose
+	// unclean.leader.election.enable is true.
 	UncleanLeaderElection ElectionType = 1
 )
 
