@@ -307,12 +307,15 @@ func liveBroker(b *fsm.Broker) LiveBroker {
 // partitions in (topic id, partition) order, so the same plan over the same
 // image gives the same requests.
 //
-// awaitingCatchUp (nil: none) names the brokers this controller has not
-// caught up yet. Their requests carry no metadata offset unless the plan
-// catches them up: an offset tells a broker that it has everything up to
-// it, and what an earlier controller committed and never sent is not in
-// this controller's deltas. The offset the broker then reports in its
-// first heartbeat is the one it had, and its catch-up starts there.
+// A request's metadata offset tells a broker that it has been sent
+// everything up to it, which holds only for a live broker this controller
+// has caught up: every change goes to every live broker. Requests to any
+// other broker carry no offset unless the plan catches it up: to a broker
+// awaitingCatchUp names (nil: none), which an earlier controller may not
+// have sent all it committed, and to one that is not live, which gets a
+// fence's StopReplica and the like but not the changes made meanwhile.
+// The offset such a broker then reports is the one it had, and its
+// catch-up (first heartbeat after a failover, unfence) starts there.
 func (p *plan) materialize(im *fsm.Image, hdr Header, awaitingCatchUp func(broker int32) bool) []Requests {
 	live := liveBrokers(im)
 	byID := map[int32]*LiveBroker{}
@@ -333,7 +336,7 @@ func (p *plan) materialize(im *fsm.Image, hdr Header, awaitingCatchUp func(broke
 		if br := im.Broker(b); br != nil {
 			h.BrokerEpoch = br.Epoch
 		}
-		if _, catchUp := p.catchUp[b]; !catchUp && awaitingCatchUp != nil && awaitingCatchUp(b) {
+		if _, catchUp := p.catchUp[b]; !catchUp && (byID[b] == nil || (awaitingCatchUp != nil && awaitingCatchUp(b))) {
 			h.MetadataOffset = 0
 		}
 		return h
