@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +20,9 @@ var limitNode = map[string]string{
 
 // buildFrom builds a node from a config file's text, an environment and
 // flags, on top of limitNode.
-func buildFrom(t *testing.T, file string, env []string, flags map[string]string) (nodeSettings, nodeConfig, error) {
+func buildFrom(t *testing.T, file string, env []string, flags map[string]string) (server.SettingValues, server.NodeConfig, error) {
 	t.Helper()
-	fv, err := parseConfig(strings.NewReader(file), "n.conf")
+	fv, err := server.ParseSettings(strings.NewReader(file), "n.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,73 +33,70 @@ func buildFrom(t *testing.T, file string, env []string, flags map[string]string)
 	for k, v := range flags {
 		all[k] = v
 	}
-	ns, err := resolveSettings(fv, env, all)
+	ns, err := server.ResolveSettings(fv, env, all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := buildNodeConfig(ns)
+	nc, err := server.BuildNodeConfig(ns)
 	return ns, nc, err
 }
 
-// limitField is where a limit setting lands in server.Config.
+// limitField is where a limit setting lands in server.Config: the field
+// the setting names.
 func limitField(t *testing.T, c *server.Config, key string) any {
 	t.Helper()
-	switch key {
-	case "raft.tls.handshake.timeout":
-		return c.RaftHandshakeTimeout
-	case "raft.tls.max.handshakes":
-		return c.RaftMaxHandshakes
-	}
-	for _, l := range wireListeners {
-		for _, w := range wireLimits {
-			if l.prefix+w.name == key {
-				return limitValue(w.ptr(l.limits(c)))
+	for _, s := range server.LimitSettings() {
+		if s.Key == key {
+			v := reflect.ValueOf(*c)
+			for _, name := range strings.Split(s.Field, ".") {
+				v = v.FieldByName(name)
 			}
+			return v.Interface()
 		}
 	}
 	t.Fatalf("no field for %s", key)
 	return nil
 }
 
-func isDurationSetting(s setting) bool { return strings.HasSuffix(s.key, ".timeout") }
+func isDurationSetting(s server.Setting) bool { return strings.HasSuffix(s.Key, ".timeout") }
 
 // TestLimitSettingsPrecedence: every limit setting is taken from a file,
 // the environment or a flag, a flag over the environment over the file,
 // and lands in its server.Config field.
 func TestLimitSettingsPrecedence(t *testing.T) {
-	for _, s := range limitSettings() {
+	for _, s := range server.LimitSettings() {
 		vals, want := []string{"2000", "3000", "4000"}, []any{2000, 3000, 4000}
 		switch {
 		case isDurationSetting(s):
 			vals, want = []string{"7s", "8000", "9s"}, []any{7 * time.Second, 8 * time.Second, 9 * time.Second}
-		case strings.HasSuffix(s.key, ".max.in.flight"):
+		case strings.HasSuffix(s.Key, ".max.in.flight"):
 			vals, want = []string{"2", "3", "4"}, []any{2, 3, 4}
-		case strings.HasSuffix(s.key, ".max.queued.bytes"):
+		case strings.HasSuffix(s.Key, ".max.queued.bytes"):
 			// Not below the default max.frame.bytes.
 			vals, want = []string{"200000000", "300000000", "400000000"}, []any{200000000, 300000000, 400000000}
 		}
-		file := s.key + " = " + vals[0] + "\n"
-		env := []string{envName(s.key) + "=" + vals[1]}
-		flags := map[string]string{s.key: vals[2]}
+		file := s.Key + " = " + vals[0] + "\n"
+		env := []string{server.EnvName(s.Key) + "=" + vals[1]}
+		flags := map[string]string{s.Key: vals[2]}
 		for i, tc := range []struct {
 			env    []string
 			flags  map[string]string
 			source string
 		}{
 			{nil, nil, "n.conf line 1"},
-			{env, nil, "env " + envName(s.key)},
-			{env, flags, "flag --" + flagName(s.key)},
+			{env, nil, "env " + server.EnvName(s.Key)},
+			{env, flags, "flag --" + server.FlagName(s.Key)},
 		} {
 			ns, nc, err := buildFrom(t, file, tc.env, tc.flags)
 			if err != nil {
-				t.Fatalf("%s = %s: %v", s.key, vals[i], err)
+				t.Fatalf("%s = %s: %v", s.Key, vals[i], err)
 			}
-			if got := ns[s.key].source; got != tc.source {
-				t.Errorf("%s: source %q, want %q", s.key, got, tc.source)
+			if got := ns[s.Key].Source; got != tc.source {
+				t.Errorf("%s: source %q, want %q", s.Key, got, tc.source)
 			}
-			got := limitField(t, &nc.Config, s.key)
+			got := limitField(t, &nc.Config, s.Key)
 			if w := want[i]; fmt.Sprint(got) != fmt.Sprint(w) {
-				t.Errorf("%s = %s from %s: field holds %v, want %v", s.key, vals[i], tc.source, got, w)
+				t.Errorf("%s = %s from %s: field holds %v, want %v", s.Key, vals[i], tc.source, got, w)
 			}
 		}
 	}
@@ -107,7 +105,7 @@ func TestLimitSettingsPrecedence(t *testing.T) {
 // TestLimitSettingsRefused: a bad limit is refused naming the setting
 // and where it was set.
 func TestLimitSettingsRefused(t *testing.T) {
-	for _, s := range limitSettings() {
+	for _, s := range server.LimitSettings() {
 		bad := map[string]string{"0": `"0" is not positive`, "-1": `"-1" is not positive`, "lots": `"lots" is not a whole number`,
 			"99999999999999999999": "is above the hard limit", "-99999999999999999999": "is not positive"}
 		if isDurationSetting(s) {
@@ -115,10 +113,10 @@ func TestLimitSettingsRefused(t *testing.T) {
 				"soon": `"soon" is not a duration`}
 		}
 		for v, want := range bad {
-			_, _, err := buildFrom(t, "", nil, map[string]string{s.key: v})
-			prefix := s.key + " (from flag --" + flagName(s.key) + "): "
+			_, _, err := buildFrom(t, "", nil, map[string]string{s.Key: v})
+			prefix := s.Key + " (from flag --" + server.FlagName(s.Key) + "): "
 			if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), want) {
-				t.Errorf("%s = %s: err = %v, want %q%s", s.key, v, err, prefix, want)
+				t.Errorf("%s = %s: err = %v, want %q%s", s.Key, v, err, prefix, want)
 			}
 		}
 	}
@@ -167,9 +165,9 @@ func TestLimitSettingsInHelp(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, s := range limitSettings() {
-		if !strings.Contains(help, "-"+flagName(s.key)+" ") || !strings.Contains(help, `(default "`+s.def+`")`) {
-			t.Errorf("--help lacks %s with its default %s", s.key, s.def)
+	for _, s := range server.LimitSettings() {
+		if !strings.Contains(help, "-"+server.FlagName(s.Key)+" ") || !strings.Contains(help, `(default "`+s.Default+`")`) {
+			t.Errorf("--help lacks %s with its default %s", s.Key, s.Default)
 		}
 	}
 	if !strings.Contains(help, "socket.request.max.bytes") || !strings.Contains(help, "connections.max.idle.ms") {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctrlquorum/ctrlquorum/server"
 )
 
 func TestSecuritySettings(t *testing.T) {
@@ -17,7 +19,7 @@ func TestSecuritySettings(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := buildNodeConfig(validSettings(t, map[string]string{
+	nc, err := server.BuildNodeConfig(validSettings(t, map[string]string{
 		"sasl.enabled.mechanisms": "scram-sha-512,SCRAM-SHA-256", "super.users": "User:admin; User:ops",
 		"sasl.bootstrap.user": "admin", "sasl.bootstrap.password.file": pw,
 	}))
@@ -44,7 +46,7 @@ func TestSecuritySettings(t *testing.T) {
 		{map[string]string{"sasl.user": "node", "sasl.password.file": pw, "super.users": "User:admin"}, `"node" is not in super.users`},
 		{map[string]string{"sasl.password.file": pw}, "sasl.user: required with sasl.password.file"},
 	} {
-		_, err := buildNodeConfig(validSettings(t, tc.extra))
+		_, err := server.BuildNodeConfig(validSettings(t, tc.extra))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want %q", tc.extra, err, tc.want)
 		}

@@ -4,14 +4,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/server"
 )
 
 func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
-	file, err := parseConfig(strings.NewReader("# c\nnode.id = 1\nsession.timeout = 5s\nbroker.rack = r1\n"), "n.conf")
+	file, err := server.ParseSettings(strings.NewReader("# c\nnode.id = 1\nsession.timeout = 5s\nbroker.rack = r1\n"), "n.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := resolveSettings(file, []string{"PATH=/bin", "CTRLNODE_NODE_ID=2", "CTRLNODE_BROKER_RACK=r2"}, map[string]string{"node.id": "3"})
+	ns, err := server.ResolveSettings(file, []string{"PATH=/bin", "CTRLNODE_NODE_ID=2", "CTRLNODE_BROKER_RACK=r2"}, map[string]string{"node.id": "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,8 +23,8 @@ func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
 		"session.timeout": {"5s", "n.conf line 3"},
 		"roles":           {"voter", "default"},
 	} {
-		if v := ns[key]; v.v != want[0] || v.source != want[1] {
-			t.Errorf("%s = %q from %q, want %q from %q", key, v.v, v.source, want[0], want[1])
+		if v := ns[key]; v.Value != want[0] || v.Source != want[1] {
+			t.Errorf("%s = %q from %q, want %q from %q", key, v.Value, v.Source, want[0], want[1])
 		}
 	}
 }
@@ -33,14 +35,14 @@ func TestConfigFileErrorsNameLineAndKey(t *testing.T) {
 		{"node.id = 1\nnode.id = 2\n", "f line 2: node.id is set twice (first at f line 1)"},
 		{"\n\nnode.id\n", `f line 3: "node.id" is not key = value`},
 	} {
-		_, err := parseConfig(strings.NewReader(tc.in), "f")
+		_, err := server.ParseSettings(strings.NewReader(tc.in), "f")
 		if err == nil || err.Error() != tc.want {
-			t.Errorf("parseConfig(%q) = %v, want %q", tc.in, err, tc.want)
+			t.Errorf("server.ParseSettings(%q) = %v, want %q", tc.in, err, tc.want)
 		}
 	}
 }
 
-func validSettings(t *testing.T, extra map[string]string) nodeSettings {
+func validSettings(t *testing.T, extra map[string]string) server.SettingValues {
 	t.Helper()
 	flags := map[string]string{
 		"node.id": "1001", "data.dir": "/tmp/x", "raft.listener": "127.0.0.1:9093", "listener": "127.0.0.1:9092",
@@ -50,7 +52,7 @@ func validSettings(t *testing.T, extra map[string]string) nodeSettings {
 	for k, v := range extra {
 		flags[k] = v
 	}
-	ns, err := resolveSettings(nil, nil, flags)
+	ns, err := server.ResolveSettings(nil, nil, flags)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func validSettings(t *testing.T, extra map[string]string) nodeSettings {
 }
 
 func TestBuildNodeConfigOfAVoterAndBroker(t *testing.T) {
-	nc, err := buildNodeConfig(validSettings(t, map[string]string{"roles": "voter,broker", "broker.id": "1",
+	nc, err := server.BuildNodeConfig(validSettings(t, map[string]string{"roles": "voter,broker", "broker.id": "1",
 		"broker.listener": "127.0.0.1:0", "session.timeout": "4000", "http.listener": "127.0.0.1:0", "pprof": "true"}))
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +101,7 @@ func TestBuildNodeConfigNamesTheSetting(t *testing.T) {
 		{map[string]string{"raft.trailing.logs": "-64"}, "raft.trailing.logs (from flag --raft-trailing-logs): \"-64\" is not positive"},
 		{map[string]string{"raft.trailing.logs": "99999999999999999999"}, "raft.trailing.logs (from flag --raft-trailing-logs): 99999999999999999999 is above the hard limit"},
 	} {
-		_, err := buildNodeConfig(validSettings(t, tc.extra))
+		_, err := server.BuildNodeConfig(validSettings(t, tc.extra))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.extra, err, tc.want)
 		}
@@ -122,11 +124,11 @@ func TestDurationSettings(t *testing.T) {
 		{"soon", 0, `"soon" is not a duration`},
 		{"9223372036854775807", 0, "too long a duration"},
 	} {
-		ns, err := resolveSettings(nil, nil, map[string]string{"session.timeout": tc.in})
+		ns, err := server.ResolveSettings(nil, nil, map[string]string{"session.timeout": tc.in})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := ns.duration("session.timeout")
+		d, err := ns.Duration("session.timeout")
 		if tc.err == "" {
 			if err != nil || d != tc.want {
 				t.Errorf("%q = %v, %v; want %v", tc.in, d, err, tc.want)

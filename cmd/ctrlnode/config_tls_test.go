@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctrlquorum/ctrlquorum/server"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
@@ -21,7 +22,7 @@ func TestConfigTLSFiles(t *testing.T) {
 		"node.id": "1001", "data.dir": t.TempDir(), "raft.listener": "127.0.0.1:19801", "listener": "127.0.0.1:19802",
 		"voters": "1001@127.0.0.1:19801", "voter.listeners": "1001@127.0.0.1:19802",
 	}
-	build := func(extra map[string]string) (nodeConfig, error) {
+	build := func(extra map[string]string) (server.NodeConfig, error) {
 		flags := map[string]string{}
 		for k, val := range base {
 			flags[k] = val
@@ -29,11 +30,11 @@ func TestConfigTLSFiles(t *testing.T) {
 		for k, val := range extra {
 			flags[k] = val
 		}
-		ns, err := resolveSettings(nil, nil, flags)
+		ns, err := server.ResolveSettings(nil, nil, flags)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return buildNodeConfig(ns)
+		return server.BuildNodeConfig(ns)
 	}
 	if nc, err := build(nil); err != nil || nc.TLS != nil {
 		t.Fatalf("no TLS settings: %v (TLS %v)", err, nc.TLS)
@@ -86,44 +87,44 @@ func TestConfigPerListenerTLSFiles(t *testing.T) {
 		t.Fatalf("the listener's certificate is %q", got)
 	}
 	var sets []string
-	for _, s := range nc.tlsSets() {
-		sets = append(sets, s.label+"="+filepath.Base(s.files.Cert))
+	for _, s := range nc.TLSSets() {
+		sets = append(sets, s.Label+"="+filepath.Base(s.Files.Cert))
 	}
 	if got := strings.Join(sets, " "); got != "raft=voter-1001.crt listener=listener-1001.crt broker=broker-1.crt" {
 		t.Fatalf("tlsSets: %s", got)
 	}
 
 	// Every group alone, each from a file, the environment and a flag.
-	for _, g := range tlsGroups {
+	for _, g := range server.TLSListeners() {
 		f := v1001
-		if !g.voter {
+		if !g.Voter {
 			f = b1
 		}
 		var file strings.Builder
 		var env []string
 		for _, k := range []string{"ca.file", "cert.file", "key.file"} {
-			fmt.Fprintf(&file, "%s = /from/file\n", g.prefix+k)
-			env = append(env, envName(g.prefix+k)+"=/from/env")
+			fmt.Fprintf(&file, "%s = /from/file\n", g.Prefix+k)
+			env = append(env, server.EnvName(g.Prefix+k)+"=/from/env")
 		}
 		// The file and the environment name files that do not exist; the
 		// flags win over both.
-		ns, nc, err := buildFrom(t, file.String(), env, merge(set("tls.", pki.Issue("both", tlsconfig.VoterURI(1001), tlsconfig.BrokerURI(1))), set(g.prefix, f)))
+		ns, nc, err := buildFrom(t, file.String(), env, merge(set("tls.", pki.Issue("both", tlsconfig.VoterURI(1001), tlsconfig.BrokerURI(1))), set(g.Prefix, f)))
 		if err != nil {
-			t.Fatalf("%s*.file: %v", g.prefix, err)
+			t.Fatalf("%s*.file: %v", g.Prefix, err)
 		}
-		if src := ns[g.prefix+"cert.file"].source; src != "flag --"+flagName(g.prefix+"cert.file") {
-			t.Errorf("%scert.file from %s", g.prefix, src)
+		if src := ns[g.Prefix+"cert.file"].Source; src != "flag --"+server.FlagName(g.Prefix+"cert.file") {
+			t.Errorf("%scert.file from %s", g.Prefix, src)
 		}
-		if r := *g.certs(&nc.Config); r == nil || r.Files() != f {
-			t.Errorf("%s*.file: %v", g.prefix, r)
+		if r := g.Certs(&nc.Config); r == nil || r.Files() != f {
+			t.Errorf("%s*.file: %v", g.Prefix, r)
 		}
 		_, _, err = buildFrom(t, file.String(), env, set("tls.", v1001))
-		if err == nil || !strings.HasPrefix(err.Error(), g.prefix+"cert.file (from env "+envName(g.prefix+"cert.file")+"): ") {
-			t.Errorf("%s*.file from the environment over the file: %v", g.prefix, err)
+		if err == nil || !strings.HasPrefix(err.Error(), g.Prefix+"cert.file (from env "+server.EnvName(g.Prefix+"cert.file")+"): ") {
+			t.Errorf("%s*.file from the environment over the file: %v", g.Prefix, err)
 		}
 		_, _, err = buildFrom(t, file.String(), nil, set("tls.", v1001))
-		if err == nil || !strings.HasPrefix(err.Error(), g.prefix+"cert.file (from n.conf line 2): ") || !strings.Contains(err.Error(), "/from/file") {
-			t.Errorf("%s*.file from the file: %v", g.prefix, err)
+		if err == nil || !strings.HasPrefix(err.Error(), g.Prefix+"cert.file (from n.conf line 2): ") || !strings.Contains(err.Error(), "/from/file") {
+			t.Errorf("%s*.file from the file: %v", g.Prefix, err)
 		}
 	}
 

@@ -62,28 +62,28 @@ Settings:`)
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
 	}
-	var fileVals map[string]value
+	var fileVals server.SettingValues
 	if *configPath != "" {
 		var err error
-		if fileVals, err = parseConfigFile(*configPath); err != nil {
+		if fileVals, err = server.ParseSettingsFile(*configPath); err != nil {
 			fmt.Fprintf(stderr, "ctrlnode run: invalid config: %v\n", err)
 			return 2
 		}
 	}
-	ns, err := resolveSettings(fileVals, os.Environ(), setFlags())
+	vals, err := server.ResolveSettings(fileVals, os.Environ(), setFlags())
 	if err != nil {
 		fmt.Fprintf(stderr, "ctrlnode run: invalid config: %v\n", err)
 		return 2
 	}
-	nc, err := buildNodeConfig(ns)
+	nc, err := server.BuildNodeConfig(vals)
 	if err != nil {
 		fmt.Fprintf(stderr, "ctrlnode run: invalid config: %v\n", err)
 		return 2
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "ctrlnode", Level: hclog.LevelFromString(nc.LogLevel), Output: stderr})
 	nc.Config.Logger = logger
-	logLimits(logger, ns, &nc.Config)
-	if err := loadTLS(ns, &nc, logger); err != nil {
+	nc.LogLimits(logger)
+	if err := nc.LoadTLS(logger); err != nil {
 		fmt.Fprintf(stderr, "ctrlnode run: invalid config: %v\n", err)
 		return 2
 	}
@@ -124,7 +124,7 @@ Settings:`)
 		fmt.Fprintf(stdout, "  http      http://%s/metrics\n", s.HTTP.Addr())
 	}
 
-	tlsSets := nc.tlsSets()
+	tlsSets := nc.TLSSets()
 	switch {
 	case len(nc.OwnTLSFiles) == 0 && nc.TLS != nil:
 		fmt.Fprintf(stdout, "  tls       %s (CA %s); SIGHUP reloads\n", nc.TLSFiles.Cert, nc.TLSFiles.CA)
@@ -134,7 +134,7 @@ Settings:`)
 			if i == len(tlsSets)-1 {
 				end = "; SIGHUP reloads"
 			}
-			fmt.Fprintf(stdout, "  tls       %-9s %s (CA %s)%s\n", set.label, set.files.Cert, set.files.CA, end)
+			fmt.Fprintf(stdout, "  tls       %-9s %s (CA %s)%s\n", set.Label, set.Files.Cert, set.Files.CA, end)
 		}
 	}
 
@@ -153,7 +153,7 @@ Settings:`)
 				logger.Error("SIGHUP: TLS reload failed; where it failed the certificate loaded before stays in use", "error", err)
 			} else {
 				for _, set := range tlsSets {
-					logger.Info("SIGHUP: TLS certificate reloaded", "listener", set.label, "cert", set.files.Cert, "not_after", set.certs.Leaf().NotAfter.UTC().Format(time.RFC3339))
+					logger.Info("SIGHUP: TLS certificate reloaded", "listener", set.Label, "cert", set.Files.Cert, "not_after", set.Certs.Leaf().NotAfter.UTC().Format(time.RFC3339))
 				}
 			}
 		case sig = <-sigs:
@@ -184,6 +184,27 @@ Settings:`)
 	}
 	fmt.Fprintln(stdout, "ctrlnode run: stopped")
 	return 0
+}
+
+// runFlags defines one flag per setting plus --config on fs, and returns
+// a function giving the flags that were set, by key.
+func runFlags(fs *flag.FlagSet) (configPath *string, setFlags func() map[string]string) {
+	configPath = fs.String("config", "", "config file of `key = value` lines (see the settings below)")
+	vals := map[string]*string{}
+	keys := map[string]string{}
+	for _, s := range server.Settings() {
+		vals[s.Key] = fs.String(server.FlagName(s.Key), s.Default, s.Doc)
+		keys[server.FlagName(s.Key)] = s.Key
+	}
+	return configPath, func() map[string]string {
+		out := map[string]string{}
+		fs.Visit(func(f *flag.Flag) {
+			if k, ok := keys[f.Name]; ok {
+				out[k] = *vals[k]
+			}
+		})
+		return out
+	}
 }
 
 // reportLeadership prints a line each time this node becomes or stops
