@@ -70,20 +70,28 @@
 //
 // # Using it
 //
-// Mount and Unmount are the whole life cycle; MountForTest does both for a
-// test, under t.TempDir(), skipping (or with CI=true failing) when the host
-// cannot mount FUSE. A process that serves the mount must not read its
-// files through a memory mapping (bbolt does): a page fault on the mount
-// can wait on a FUSE request that the same process's stopped goroutines
-// would have to answer. Run such code in a child process.
+// Mount and Unmount are the whole life cycle (Abort for a cleanup that
+// cannot wait for files on the mount to be closed); MountForTest does both
+// for a test, under t.TempDir(), skipping (or with CI=true failing) when
+// the host cannot mount FUSE (Available says what it lacks).
+//
+// The process that serves a mount must not read files on it through a
+// memory mapping (bbolt does): a page fault on the mount can wait on a
+// FUSE request that the same process's stopped goroutines would have to
+// answer. Run such code in a child process.
 //
 // A power-loss cycle for a process P with its data on the mount:
 //
 //	fs, _ := lossyfs.Mount(backing, mnt, lossyfs.Options{})
 //	// start P with its data directory under mnt; let it work
-//	report := fs.Cut(lossyfs.KeepPrefix, rng) // P's disk is gone: P's next I/O fails
+//	report, _ := fs.Cut(lossyfs.KeepPrefix, rng) // P's disk is gone: its next I/O fails
 //	// kill P with SIGKILL and wait for it to exit
 //	_ = fs.Unmount()
-//	fs, _ = lossyfs.Mount(backing, mnt, lossyfs.Options{}) // the power is back
+//	_ = fs.Mount() // the power is back
 //	// start P again on what survived
+//
+// Unmount aborts the FUSE connection as it unmounts, so a copy of the
+// mount that another mount namespace took (ip netns exec makes one for
+// each process it starts) cannot keep the old file system alive: start
+// the process after Mount, and it sees the new one.
 package lossyfs

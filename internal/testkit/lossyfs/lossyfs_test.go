@@ -538,3 +538,28 @@ func TestCutAfterAChange(t *testing.T) {
 	<-done
 	checkTree(t, "the backing directory", g.Backing(), map[string]string{"g": "synced"})
 }
+
+// TestAbortWithAFileOpen: Abort lets go of a mount a file is still open
+// on, and the file's operations fail instead of waiting.
+func TestAbortWithAFileOpen(t *testing.T) {
+	f := lossyfs.MountForTest(t)
+	p := filepath.Join(f.Dir(), "f")
+	create(t, p, []byte("x"), true)
+	open, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Unmount(); err == nil {
+		t.Fatal("Unmount succeeded with a file open on the mount")
+	}
+	if err := f.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open.WriteAt([]byte("y"), 0); err == nil {
+		t.Error("a write after Abort succeeded")
+	}
+	_ = open.Close()
+	if f.Mounted() {
+		t.Error("still mounted after Abort")
+	}
+}

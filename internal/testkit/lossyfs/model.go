@@ -439,6 +439,8 @@ type CutReport struct {
 	// Syncs and Changes count the file system's fsyncs and changes since
 	// it was mounted.
 	Syncs, Changes int
+	// At is when the power went (a clean Unmount: when it stopped).
+	At time.Time
 }
 
 // LostBytes is how many written bytes the cut lost.
@@ -480,7 +482,7 @@ func (m *model) pieces() []piece {
 
 // cut applies the power cut to the durable state and marks the model dead.
 func (m *model) cut(mode Mode, rng *rand.Rand) CutReport {
-	r := CutReport{Mode: mode, Pending: len(m.pending), Syncs: m.syncs, Changes: m.changes}
+	r := CutReport{Mode: mode, Pending: len(m.pending), Syncs: m.syncs, Changes: m.changes, At: time.Now()}
 	for _, o := range m.pending {
 		r.PendingBytes += int64(len(o.b))
 	}
@@ -511,7 +513,7 @@ func (m *model) cut(mode Mode, rng *rand.Rand) CutReport {
 func (m *model) flush() CutReport {
 	m.syncWhere(func(*op) bool { return true })
 	m.dead = true
-	return CutReport{Mode: DropUnsynced, Syncs: m.syncs, Changes: m.changes}
+	return CutReport{Mode: DropUnsynced, Syncs: m.syncs, Changes: m.changes, At: time.Now()}
 }
 
 // store writes the durable state into dir, replacing what dir holds.

@@ -150,8 +150,9 @@ func (f *FS) server() (*server, error) {
 }
 
 // Unmount unmounts f. Without a cut it is a clean shutdown: every change
-// reaches the backing directory. It fails while files on the mount are
-// open (kill the processes using it first) and may then be called again.
+// reaches the backing directory. From the first call on the file system
+// fails every operation; the call itself fails while files on the mount
+// are open (kill the processes using it first), and may be repeated.
 func (f *FS) Unmount() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -165,8 +166,19 @@ func (f *FS) Unmount() error {
 	if err != nil {
 		return err
 	}
-	if err := f.srv.Unmount(); err != nil {
-		return fmt.Errorf("lossyfs: unmount %s: %w", f.dir, err)
+	// The file system answers nothing but EIO now. MNT_FORCE aborts its
+	// FUSE connection besides unmounting it, so that a copy of the mount
+	// in another mount namespace (ip netns exec makes one per process)
+	// cannot keep it, and this, waiting.
+	switch err := syscall.Unmount(f.dir, syscall.MNT_FORCE); {
+	case err == nil:
+		f.srv.Wait()
+	case errors.Is(err, syscall.EPERM): // not root: fusermount3 does it
+		if err := f.srv.Unmount(); err != nil {
+			return fmt.Errorf("lossyfs: unmount %s: %w", f.dir, err)
+		}
+	default:
+		return fmt.Errorf("lossyfs: unmount %s (a file on it is still open?): %w", f.dir, err)
 	}
 	f.srv, f.fs = nil, nil
 	return nil
@@ -179,11 +191,13 @@ func (f *FS) Mounted() bool {
 	return f.srv != nil
 }
 
-// forceUnmount aborts the FUSE connection and detaches the mount, even
-// while files on it are open. Aborting matters: a process that exits with
-// a file open on a mount it serves itself would otherwise wait for ever
-// in the kernel for the answer to the file's last flush.
-func (f *FS) forceUnmount() error {
+// Abort aborts the FUSE connection and detaches the mount at once, even
+// while files on it are open (their users get ENOTCONN), without writing
+// anything to the backing directory: for cleanups that cannot wait, such
+// as an interrupted run. Aborting matters: a process that exits with a
+// file open on a mount it serves itself would otherwise wait for ever in
+// the kernel for the answer to that file's last flush.
+func (f *FS) Abort() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.srv == nil {
@@ -232,7 +246,7 @@ func MountForTest(t testing.TB) *FS {
 		if err == nil {
 			return
 		}
-		if ferr := f.forceUnmount(); ferr != nil {
+		if ferr := f.Abort(); ferr != nil {
 			t.Errorf("%v; %v", err, ferr)
 			return
 		}
