@@ -18,8 +18,8 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
-	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
@@ -58,10 +58,10 @@ func newE2ECluster(t *testing.T, session time.Duration) *e2eCluster {
 	c := &e2eCluster{t: t, agents: map[int32]*broker.Agent{}}
 	var raftPeers []controller.Peer
 	var peers []listener.PeerListener
-	streams := make([]*transport.StreamLayer, 3)
+	streams := make([]*raftnet.StreamLayer, 3)
 	lns := make([]net.Listener, 3)
 	for i := range 3 {
-		s, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
+		s, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
-	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
@@ -41,9 +41,9 @@ func newNodeCluster(t testing.TB, n int, session time.Duration, tweak func(*Conf
 func newNodeClusterOpts(t testing.TB, n int, session time.Duration, tweak func(*Config), steady bool) *nodeCluster {
 	t.Helper()
 	c := &nodeCluster{t: t, tweak: tweak, session: session, steady: steady}
-	streams := make([]*transport.StreamLayer, n)
+	streams := make([]*raftnet.StreamLayer, n)
 	for i := range n {
-		s, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
+		s, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,13 +60,13 @@ func newNodeClusterOpts(t testing.TB, n int, session time.Duration, tweak func(*
 	return c
 }
 
-func (c *nodeCluster) start(i int, stream *transport.StreamLayer) {
+func (c *nodeCluster) start(i int, stream *raftnet.StreamLayer) {
 	c.t.Helper()
 	if stream == nil {
 		var err error
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			stream, err = transport.NewTCPStreamLayer(c.peers[i].Addr, "")
+			stream, err = raftnet.NewTCPStreamLayer(c.peers[i].Addr, "")
 			if err == nil || time.Now().After(deadline) {
 				break
 			}

@@ -28,9 +28,9 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/metrics"
 	"github.com/ctrlquorum/ctrlquorum/ops"
-	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/transport/sender"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/zookeeper"
@@ -89,7 +89,7 @@ type Config struct {
 	BrokerListenerLimits WireLimits
 	// RaftHandshakeTimeout bounds an inbound raft connection's TLS
 	// handshake and RaftMaxHandshakes the handshakes in progress at once
-	// (see transport.TLSStreamConfig); zero keeps the defaults, 10 s and
+	// (see raftnet.TLSStreamConfig); zero keeps the defaults, 10 s and
 	// 64. Without TLS they do nothing.
 	RaftHandshakeTimeout time.Duration
 	RaftMaxHandshakes    int
@@ -279,7 +279,7 @@ func (s *Server) startVoter() error {
 	observer := metrics.NewLoopObserver(s.Registry)
 	voterOpts := cfg.voterOptions
 	if raftTLS := cfg.tlsOr(cfg.RaftTLS); raftTLS != nil {
-		stream, err := transport.NewTLSStreamLayer(transport.TLSStreamConfig{
+		stream, err := raftnet.NewTLSStreamLayer(raftnet.TLSStreamConfig{
 			BindAddr: cfg.RaftAddr, Advertise: cfg.RaftAdvertise, Certs: raftTLS,
 			Peers: tlsconfig.Voters(s.voterIDs()...), Logger: s.log,
 			HandshakeTimeout: cfg.RaftHandshakeTimeout, MaxHandshakes: cfg.RaftMaxHandshakes,

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 )
 
 // Defaults applied by Start to zero-valued Config fields. They follow
@@ -44,7 +44,7 @@ type Config struct {
 	// Stream, when set, is used instead of a plain TCP stream layer on
 	// BindAddr; this is where a TLS listener and dialer come in. The voter
 	// takes ownership and closes it on Shutdown.
-	Stream *transport.StreamLayer
+	Stream *raftnet.StreamLayer
 
 	// DataDir holds raft.db (term and vote), the log directory and the
 	// snapshots directory.

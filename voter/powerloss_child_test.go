@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
@@ -166,16 +166,16 @@ func plRunChild(cfg plChildConfig) {
 		out.emit(plMessage{Event: "start-failed", Err: err.Error()})
 		os.Exit(3)
 	}
-	var stream *transport.StreamLayer
+	var stream *raftnet.StreamLayer
 	var err error
 	if cfg.ListenerFD {
 		var ln net.Listener
 		ln, err = net.FileListener(os.NewFile(3, "raft listener"))
 		if err == nil {
-			stream, err = transport.NewStreamLayer(ln, cfg.Addr, transport.TCPDialer(nil))
+			stream, err = raftnet.NewStreamLayer(ln, cfg.Addr, raftnet.TCPDialer(nil))
 		}
 	} else {
-		stream, err = transport.NewTCPStreamLayer(cfg.Addr, "")
+		stream, err = raftnet.NewTCPStreamLayer(cfg.Addr, "")
 	}
 	if err != nil {
 		fail(err)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
@@ -45,7 +45,7 @@ func TestStartRejectsIncompleteConfig(t *testing.T) {
 // the bolt file lock, or the next attempt on the same directory would hang.
 func TestFailedStartReleasesResources(t *testing.T) {
 	dir := t.TempDir()
-	stream, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
+	stream, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ctrlquorum/ctrlquorum/raftlog"
-	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 )
 
 // Voter is one running raft node with its stores and transport.
@@ -47,13 +47,13 @@ func Start(cfg Config) (*Voter, error) {
 
 	stream := cfg.Stream
 	if stream == nil {
-		stream, err = transport.NewTCPStreamLayer(cfg.BindAddr, cfg.Advertise)
+		stream, err = raftnet.NewTCPStreamLayer(cfg.BindAddr, cfg.Advertise)
 		if err != nil {
 			_ = stores.Close()
 			return nil, err
 		}
 	}
-	trans := transport.NewRaftTransport(stream, logger.Named("transport"))
+	trans := raftnet.NewRaftTransport(stream, logger.Named("transport"))
 	fail := func(err error) (*Voter, error) {
 		_ = trans.Close()
 		_ = stores.Close()
@@ -117,7 +117,7 @@ func bootstrapIfNew(cfg *Config, rc *raft.Config, stores *raftlog.Stores, trans 
 	return nil
 }
 
-func closeStream(s *transport.StreamLayer) {
+func closeStream(s *raftnet.StreamLayer) {
 	if s != nil {
 		_ = s.Close()
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
-	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
@@ -98,7 +98,7 @@ func singleVoterListener(tb testing.TB) *Listener { return singleVoterListenerWi
 // singleVoterListenerWith is singleVoterListener with the listener's
 // configuration adjusted by adjust (when not nil).
 func singleVoterListenerWith(tb testing.TB, adjust func(*Config)) *Listener {
-	stream, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
+	stream, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
 	if err != nil {
 		tb.Fatal(err)
 	}

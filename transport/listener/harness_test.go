@@ -25,8 +25,8 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
-	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
@@ -96,7 +96,7 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 	if opts.tls {
 		c.tls = newClusterTLS(t, []int32{1001, 1002, 1003})
 	}
-	streams := make([]*transport.StreamLayer, 3)
+	streams := make([]*raftnet.StreamLayer, 3)
 	lns := make([]net.Listener, 3)
 	for i := range 3 {
 		s, err := c.openRaft(i, "127.0.0.1:0")
@@ -143,10 +143,10 @@ func (c *testCluster) logger(name string) hclog.Logger {
 
 // start starts voter i with its listener; nil stream and ln reopen the
 // voter's former ports.
-func (c *testCluster) start(i int, stream *transport.StreamLayer, ln net.Listener) {
+func (c *testCluster) start(i int, stream *raftnet.StreamLayer, ln net.Listener) {
 	c.t.Helper()
 	if stream == nil {
-		stream = retryListen(c.t, func() (*transport.StreamLayer, error) {
+		stream = retryListen(c.t, func() (*raftnet.StreamLayer, error) {
 			return c.openRaft(i, c.raftPeers[i].Addr)
 		})
 		ln = retryListen(c.t, func() (net.Listener, error) {

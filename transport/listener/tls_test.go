@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/ctrlquorum/ctrlquorum/transport"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
@@ -58,11 +58,11 @@ func (ct *clusterTLS) broker(id int32) *tlsconfig.Reloader {
 	return r
 }
 
-func (c *testCluster) openRaft(i int, addr string) (*transport.StreamLayer, error) {
+func (c *testCluster) openRaft(i int, addr string) (*raftnet.StreamLayer, error) {
 	if c.tls == nil {
-		return transport.NewTCPStreamLayer(addr, "")
+		return raftnet.NewTCPStreamLayer(addr, "")
 	}
-	return transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: addr, Certs: c.tls.voters[i],
+	return raftnet.NewTLSStreamLayer(raftnet.TLSStreamConfig{BindAddr: addr, Certs: c.tls.voters[i],
 		Peers: tlsconfig.Voters(c.tls.ids...), Logger: testLogger("raft-tls")})
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
-	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/transport/zookeeper/zktest"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
@@ -172,9 +172,9 @@ type cluster struct {
 func newCluster(t testing.TB, n int, session time.Duration, zkAddr string, steady bool) *cluster {
 	t.Helper()
 	c := &cluster{t: t, session: session, zkAddr: zkAddr, steady: steady}
-	streams := make([]*transport.StreamLayer, n)
+	streams := make([]*raftnet.StreamLayer, n)
 	for i := range n {
-		s, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
+		s, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,13 +199,13 @@ func (c *cluster) logger(name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level})
 }
 
-func (c *cluster) start(i int, stream *transport.StreamLayer) {
+func (c *cluster) start(i int, stream *raftnet.StreamLayer) {
 	c.t.Helper()
 	if stream == nil {
 		var err error
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			stream, err = transport.NewTCPStreamLayer(c.peers[i].Addr, "")
+			stream, err = raftnet.NewTCPStreamLayer(c.peers[i].Addr, "")
 			if err == nil || time.Now().After(deadline) {
 				break
 			}

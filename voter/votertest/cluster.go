@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
@@ -50,10 +50,10 @@ func NewCluster(t testing.TB, n int, newFSM func(id string) raft.FSM, opts ...fu
 
 	// Listen before anyone starts: every address is known and held when the
 	// peer list is written, so no other process can take a port in between.
-	streams := make([]*transport.StreamLayer, n)
+	streams := make([]*raftnet.StreamLayer, n)
 	peers := make([]raft.Server, n)
 	for i := range n {
-		s, err := transport.NewTCPStreamLayer("127.0.0.1:0", "")
+		s, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
 		if err != nil {
 			for _, prev := range streams[:i] {
 				_ = prev.Close()

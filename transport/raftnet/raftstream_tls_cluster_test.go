@@ -1,4 +1,4 @@
-package transport_test
+package raftnet_test
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
-	"github.com/ctrlquorum/ctrlquorum/transport"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 	"github.com/ctrlquorum/ctrlquorum/voter"
@@ -89,7 +89,7 @@ func newTLSCluster(t *testing.T) *tlsCluster {
 	t.Helper()
 	c := &tlsCluster{t: t, pki: tlstest.NewPKI(t, "cluster CA"), ids: []int32{1001, 1002, 1003}}
 	peers := tlsconfig.Voters(c.ids...)
-	streams := make([]*transport.StreamLayer, 3)
+	streams := make([]*raftnet.StreamLayer, 3)
 	var servers []raft.Server
 	for i, id := range c.ids {
 		certs, err := tlsconfig.NewReloader(c.pki.Voter(id), tlsconfig.Options{Expect: tlsconfig.Voters(id)})
@@ -98,7 +98,7 @@ func newTLSCluster(t *testing.T) *tlsCluster {
 		}
 		c.certs = append(c.certs, certs)
 		c.logs = append(c.logs, &testkit.JSONLog{})
-		streams[i], err = transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs, Peers: peers,
+		streams[i], err = raftnet.NewTLSStreamLayer(raftnet.TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs, Peers: peers,
 			Logger: c.logs[i].Logger()})
 		if err != nil {
 			t.Fatal(err)
@@ -229,12 +229,12 @@ func rawTransport(t *testing.T, files tlsconfig.Files) (*raft.NetworkTransport, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs,
+	st, err := raftnet.NewTLSStreamLayer(raftnet.TLSStreamConfig{BindAddr: "127.0.0.1:0", Certs: certs,
 		Peers: func(tlsconfig.Identity) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	trans := transport.NewRaftTransport(st, nil)
+	trans := raftnet.NewRaftTransport(st, nil)
 	t.Cleanup(func() { _ = trans.Close() })
 	return trans, raft.ServerAddress(st.Addr().String())
 }
@@ -415,9 +415,9 @@ func TestTLSRaftIntruderVoterNeverJoins(t *testing.T) {
 	}
 	intruderLog := &testkit.JSONLog{}
 	// The stopped voter's port is free once its listener has closed.
-	var stream *transport.StreamLayer
+	var stream *raftnet.StreamLayer
 	votertest.WaitFor(t, 10*time.Second, "the stopped voter's raft address to be free", func() bool {
-		stream, err = transport.NewTLSStreamLayer(transport.TLSStreamConfig{BindAddr: victimAddr, Certs: certs,
+		stream, err = raftnet.NewTLSStreamLayer(raftnet.TLSStreamConfig{BindAddr: victimAddr, Certs: certs,
 			Peers: tlsconfig.Voters(c.ids...), Logger: intruderLog.Logger()})
 		return err == nil
 	})
@@ -602,7 +602,7 @@ type probeConn struct {
 }
 
 func tlsDial(certs *tlsconfig.Reloader, addr string) (*probeConn, error) {
-	dial := transport.TLSDialer(nil, certs.ClientConfig("", tlsconfig.Voters(1001, 1002, 1003)))
+	dial := raftnet.TLSDialer(nil, certs.ClientConfig("", tlsconfig.Voters(1001, 1002, 1003)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := dial(ctx, addr)
