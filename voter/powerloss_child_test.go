@@ -59,7 +59,7 @@ func plTune(c *voter.Config) {
 
 type plRequest struct {
 	ID      int      `json:"id"`
-	Op      string   `json:"op"` // apply, status, transfer, fsm, entries
+	Op      string   `json:"op"` // apply, status, transfer, shutdown, fsm, entries
 	Data    string   `json:"data,omitempty"`
 	To      string   `json:"to,omitempty"`
 	Addr    string   `json:"addr,omitempty"`
@@ -87,12 +87,13 @@ type plMessage struct {
 	Hash    string            `json:"hash,omitempty"`    // fsm: of all (index, data)
 	Entries map[uint64]string `json:"entries,omitempty"` // entries: their digests
 
-	Event string `json:"event,omitempty"` // started, start-failed, vote, log
-	From  string `json:"from,omitempty"`  // vote: the voter that granted it
-	Term  uint64 `json:"term,omitempty"`  // vote
-	Level string `json:"level,omitempty"` // log
-	Msg   string `json:"msg,omitempty"`   // log
-	Line  string `json:"line,omitempty"`  // log: the whole line
+	Event string    `json:"event,omitempty"` // started, start-failed, vote, log
+	From  string    `json:"from,omitempty"`  // vote: the voter that granted it
+	Term  uint64    `json:"term,omitempty"`  // vote
+	Level string    `json:"level,omitempty"` // log
+	Msg   string    `json:"msg,omitempty"`   // log
+	Line  string    `json:"line,omitempty"`  // log: the whole line
+	Time  time.Time `json:"time,omitzero"`   // log: when it was logged
 }
 
 // TestPowerLossVoterProcess is the child voter of TestVoterPowerLoss; run
@@ -156,7 +157,8 @@ func (f *plLogFilter) line(line []byte) {
 		f.out.emit(plMessage{Event: "vote", From: from, Term: uint64(term)})
 	case level == "warn" || level == "error" ||
 		msg == "restored from snapshot" || strings.HasPrefix(msg, "Installed remote snapshot"):
-		f.out.emit(plMessage{Event: "log", Level: level, Msg: msg, Line: string(line)})
+		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(l["@timestamp"]))
+		f.out.emit(plMessage{Event: "log", Level: level, Msg: msg, Line: string(line), Time: at})
 	}
 }
 
@@ -235,6 +237,8 @@ func plServe(v *voter.Voter, fsm *indexFSM, req plRequest) plMessage {
 		} else {
 			err = v.Raft().LeadershipTransferToServer(raft.ServerID(req.To), raft.ServerAddress(req.Addr)).Error()
 		}
+	case "shutdown":
+		err = v.Shutdown()
 	case "fsm":
 		m.Count, m.Last, m.Hash = fsm.summary()
 	case "entries":
@@ -254,10 +258,20 @@ func plUint(s string) uint64 {
 	return n
 }
 
-// indexFSM keeps a digest of every command it applied, by its raft index.
+// indexFSM keeps a digest of every command it applied, by its raft index,
+// and a hash of them all in index order, kept up as entries apply (raft
+// applies them in that order) and recomputed on a restore.
 type indexFSM struct {
 	mu   sync.Mutex
 	data map[uint64]string
+	last uint64
+	hash [sha256.Size]byte
+}
+
+func (f *indexFSM) add(index uint64, digest string) {
+	f.data[index] = digest
+	f.last = index
+	f.hash = sha256.Sum256(fmt.Appendf(f.hash[:], "%d=%s", index, digest))
 }
 
 func newIndexFSM() *indexFSM { return &indexFSM{data: map[uint64]string{}} }
@@ -271,7 +285,7 @@ func (f *indexFSM) ApplyBatch(logs []*raft.Log) []any {
 	defer f.mu.Unlock()
 	for _, l := range logs {
 		if l.Type == raft.LogCommand {
-			f.data[l.Index] = plDigest(string(l.Data))
+			f.add(l.Index, plDigest(string(l.Data)))
 		}
 	}
 	return make([]any, len(logs))
@@ -290,9 +304,17 @@ func (f *indexFSM) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(&data); err != nil {
 		return err
 	}
+	idx := make([]uint64, 0, len(data))
+	for i := range data {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
 	f.mu.Lock()
-	f.data = data
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	f.data, f.last, f.hash = make(map[uint64]string, len(data)), 0, [sha256.Size]byte{}
+	for _, i := range idx {
+		f.add(i, data[i])
+	}
 	return nil
 }
 
@@ -307,19 +329,7 @@ func plDigest(data string) string {
 func (f *indexFSM) summary() (count int, last uint64, hash string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	idx := make([]uint64, 0, len(f.data))
-	for i := range f.data {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx)
-	h := sha256.New()
-	for _, i := range idx {
-		fmt.Fprintf(h, "%d=%s\n", i, f.data[i])
-	}
-	if len(idx) > 0 {
-		last = idx[len(idx)-1]
-	}
-	return len(idx), last, hex.EncodeToString(h.Sum(nil))
+	return len(f.data), f.last, hex.EncodeToString(f.hash[:])
 }
 
 func (f *indexFSM) entries(idx []uint64) map[uint64]string {
