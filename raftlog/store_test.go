@@ -15,7 +15,7 @@ import (
 
 func TestStoresPersistAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenStores(dir, nil)
+	s, err := OpenStores(dir, StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestStoresPersistAcrossReopen(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 
-	s, err = OpenStores(dir, nil)
+	s, err = OpenStores(dir, StoreOptions{})
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -83,7 +83,7 @@ func span(from, to uint64) []uint64 {
 // the entries boltWithLog wrote, the term survived, and bolt has no log left.
 func checkMoved(t *testing.T, dir string, first, last uint64) {
 	t.Helper()
-	s, err := OpenStores(dir, nil)
+	s, err := OpenStores(dir, StoreOptions{LogStore: LogStoreSegments})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 )
 
@@ -46,9 +47,16 @@ type Config struct {
 	// takes ownership and closes it on Shutdown.
 	Stream *raftnet.StreamLayer
 
-	// DataDir holds raft.db (term and vote), the log directory and the
-	// snapshots directory.
+	// DataDir holds raft.db (term and vote), the log and the snapshots
+	// directory.
 	DataDir string
+
+	// Store chooses the store of the raft log (Store.LogStore; zero: the
+	// one DataDir holds, raftlog.DefaultLogStore for a new one) and its
+	// options; a DataDir holding the log in another store has it moved on
+	// start (see raftlog.OpenStores). Its Logger is ignored: the voter's
+	// is used.
+	Store raftlog.StoreOptions
 
 	// Peers are all voters including this one. They are used only to
 	// bootstrap a data directory that has no raft state yet.

@@ -1,6 +1,7 @@
 // Package voter runs one controller voter: a hashicorp/raft node whose log
-// lives in segment files and whose term and vote live in a bolt file
-// (raftlog.OpenStores), whose snapshots live in files next to them, and
+// lives in the log store Config.Store names and whose term and vote live in
+// a bolt file (raftlog.OpenStores), whose snapshots live in files next to
+// them, and
 // whose peers are reached over the TCP stream layer of package transport.
 //
 // # What a voter is

@@ -39,7 +39,9 @@ func Start(cfg Config) (*Voter, error) {
 		logger = hclog.NewNullLogger()
 	}
 
-	stores, err := raftlog.OpenStores(cfg.DataDir, logger)
+	storeOpts := cfg.Store
+	storeOpts.Logger = logger
+	stores, err := raftlog.OpenStores(cfg.DataDir, storeOpts)
 	if err != nil {
 		closeStream(cfg.Stream)
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +32,7 @@ type segment struct {
 	size    int64
 	written int64
 	noSync  bool
+	syncs   *atomic.Int64 // counts syncs when set (Options.Syncs)
 }
 
 func segmentName(first uint64) string {
@@ -66,19 +68,20 @@ func (s *segment) frameBounds(idx uint64) (start, end int64) {
 	return start, end
 }
 
-func createSegment(dir string, first uint64, noSync bool) (*segment, error) {
+func createSegment(dir string, first uint64, noSync bool, syncs *atomic.Int64) (*segment, error) {
 	path := filepath.Join(dir, segmentName(first))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("logstore: create segment: %w", err)
 	}
 	if !noSync {
+		count(syncs)
 		if err := SyncDir(dir); err != nil {
 			_ = f.Close()
 			return nil, err
 		}
 	}
-	return &segment{path: path, f: f, first: first, noSync: noSync}, nil
+	return &segment{path: path, f: f, first: first, noSync: noSync, syncs: syncs}, nil
 }
 
 // zeroChunk is how far past its frames an append extends the file with
@@ -277,11 +280,18 @@ func (s *segment) sync() error {
 	if s.noSync {
 		return nil
 	}
+	count(s.syncs)
 	for {
 		err := unix.Fdatasync(int(s.f.Fd()))
 		if err != unix.EINTR {
 			return err
 		}
+	}
+}
+
+func count(c *atomic.Int64) {
+	if c != nil {
+		c.Add(1)
 	}
 }
 

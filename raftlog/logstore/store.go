@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -28,6 +29,10 @@ const lockFile = "LOCK"
 type Options struct {
 	SegmentBytes int64
 	Logger       hclog.Logger
+	// Syncs and Written, when set, count the store's fdatasync and
+	// directory fsync calls and the bytes its appends write (zeros
+	// included), for benchmarks.
+	Syncs, Written *atomic.Int64
 
 	// noSync skips every fsync. Only the fuzz test sets it: the fuzzer
 	// keeps its coverage in a large memory-mapped file in the temp
@@ -131,7 +136,7 @@ func (s *Store) load() error {
 		if err != nil {
 			return fmt.Errorf("logstore: open %s: %w", path, err)
 		}
-		s.segs = append(s.segs, &segment{path: path, f: f, first: first, noSync: s.opts.noSync})
+		s.segs = append(s.segs, &segment{path: path, f: f, first: first, noSync: s.opts.noSync, syncs: s.opts.Syncs})
 	}
 	slices.SortFunc(s.segs, func(a, b *segment) int { return cmp.Compare(a.first, b.first) })
 	// Everything is checked before the one repair, so a refused open
@@ -342,7 +347,7 @@ func (s *Store) activeFor(index uint64, size int64) (*segment, error) {
 			}
 		}
 	}
-	seg, err := createSegment(s.dir, index, s.opts.noSync)
+	seg, err := createSegment(s.dir, index, s.opts.noSync, s.opts.Syncs)
 	if err != nil {
 		return nil, err
 	}
@@ -357,6 +362,9 @@ func (s *Store) activeFor(index uint64, size int64) (*segment, error) {
 // undone by cutting the file back; if even that fails, the store refuses
 // further writes, since what is on disk past its end is unknown.
 func (s *Store) write(seg *segment, buf []byte) error {
+	if s.opts.Written != nil {
+		s.opts.Written.Add(int64(len(buf)))
+	}
 	_, err := seg.f.WriteAt(buf, seg.size)
 	if err == nil {
 		err = seg.sync()
@@ -527,6 +535,7 @@ func (s *Store) syncDir() error {
 	case s.opts.noSync:
 		return nil
 	}
+	count(s.opts.Syncs)
 	return SyncDir(s.dir)
 }
 
