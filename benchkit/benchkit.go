@@ -62,6 +62,9 @@ type Config struct {
 	// Dir holds the voters' data; default a temporary folder, removed
 	// afterwards.
 	Dir string
+	// LogStore, when set, is where every cluster's voters keep their raft
+	// logs; default a new data directory's store.
+	LogStore *LogStoreVariant
 	// Progress, if set, receives a line when a phase starts and at
 	// least every ProgressEvery during long phases.
 	Progress      func(string)
@@ -131,6 +134,7 @@ type Report struct {
 	Voters     int           `json:"voters"`
 	Brokers    int           `json:"brokers"`
 	Runs       int           `json:"runs"`
+	LogStore   string        `json:"log_store,omitempty"`
 	Took       time.Duration `json:"took_ns"`
 	Results    []Result      `json:"results"`
 }
@@ -200,6 +204,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	cfg.defaults()
 	start := time.Now()
 	rep := Report{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Voters: 3, Brokers: cfg.Brokers, Runs: cfg.Runs}
+	if cfg.LogStore != nil {
+		rep.LogStore = cfg.LogStore.Name
+	}
 	dir := cfg.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "ctrlnode-bench-")
@@ -218,12 +225,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	for run := 1; run <= cfg.Runs; run++ {
 		step++
 		phase("(%d/%d) run %d: topic creation through the listener, %d topics", step, total, run, cfg.Topics)
+		if err := cfg.prepare(fmt.Sprintf("%s/run%d-topics", dir, run)); err != nil {
+			return rep, err
+		}
 		if err := topicCreation(ctx, cfg, fmt.Sprintf("%s/run%d-topics", dir, run), &col, phase); err != nil {
 			return rep, fmt.Errorf("topic creation: %w", err)
 		}
 		for _, n := range cfg.Partitions {
 			step++
 			phase("(%d/%d) run %d: %d partitions", step, total, run, n)
+			if err := cfg.prepare(fmt.Sprintf("%s/run%d-%d", dir, run, n)); err != nil {
+				return rep, err
+			}
 			if err := perSize(ctx, cfg, fmt.Sprintf("%s/run%d-%d", dir, run, n), n, &col, phase); err != nil {
 				return rep, fmt.Errorf("%d partitions: %w", n, err)
 			}
@@ -232,6 +245,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.Results = col.results()
 	rep.Took = time.Since(start)
 	return rep, nil
+}
+
+// prepare gives the voters of a cluster in dir their log store.
+func (c *Config) prepare(dir string) error {
+	if c.LogStore == nil {
+		return nil
+	}
+	return PrepareStores(dir, *c.LogStore)
 }
 
 // perSize runs the scenarios that depend on the image size on a fresh
@@ -409,6 +430,9 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 func (r Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "ctrlnode bench: 3 voters in this process sharing %d CPUs (GOMAXPROCS %d) with the benchmark; %d brokers, RF 3; %d run(s); took %v\n",
 		r.CPUs, r.GOMAXPROCS, r.Brokers, r.Runs, r.Took.Round(time.Second))
+	if r.LogStore != "" {
+		fmt.Fprintf(w, "raft log store: %s\n", r.LogStore)
+	}
 	fmt.Fprintln(w, "raw raft floor: one ~100-byte entry committed sequentially on the same cluster, median; ratio = figure / floor (for a rate: items per floor commit)")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

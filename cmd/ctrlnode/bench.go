@@ -33,6 +33,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	dir := fs.String("dir", "", "folder for the voters' data (default: a temporary folder, removed afterwards)")
 	logLevel := fs.String("log-level", "off", "log level of the voters: trace, debug, info, warn, error, off")
+	logStore := fs.String("log-store", "", "raft log store of the voters: wal, wal-16m (raft-wal with 16 MiB segments), segments or bolt; or all, or a comma-separated list of several, to compare them instead of running the scenarios (default: a new data folder's)")
+	storeRounds := fs.Int("store-rounds", 5, "log store comparison: rounds, each loading every store in turn")
+	storeCommits := fs.Int("store-commits", 200, "log store comparison: commits of --store-batch entries per store and round (and 1.5 times as many single entries)")
+	storeBatch := fs.Int("store-batch", 27, "log store comparison: entries of 700 bytes committed together, about one CreateTopics round")
+	openEntries := fs.Int("open-entries", 1_000_000, "log store comparison: entries of the full log whose open time is measured (0: skip)")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintln(w, "usage: ctrlnode bench [flags]")
@@ -45,6 +50,13 @@ with raft's election time on a line of its own). The raw raft floor (a
 small entry committed sequentially) is measured on each cluster in the same
 run and every figure is given as a ratio to it. Progress goes to standard
 error. The voters share this machine's cores with the benchmark.
+
+With --log-store all (or a list of stores) it compares raft log stores
+instead, in one run on one disk: a three-voter cluster per store, loaded in
+turn round after round with commits of --store-batch entries and of single
+entries (commit p50/p99, CPU, syncs and bytes written per commit), topic
+creation through the Kafka listener on each store, and the open time of a
+log of --open-entries entries.
 
 `)
 		fs.PrintDefaults()
@@ -81,12 +93,53 @@ error. The voters share this machine's cores with the benchmark.
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	start := time.Now()
+	if *logStore != "" {
+		variants, err := benchkit.LogStoreVariants(*logStore)
+		if err != nil {
+			fmt.Fprintf(stderr, "ctrlnode bench: --log-store: %v\n", err)
+			return exitUsage
+		}
+		if len(variants) > 1 {
+			return compareLogStores(ctx, benchkit.LogStoreConfig{Variants: variants, Rounds: *storeRounds, Batches: *storeCommits,
+				BatchEntries: *storeBatch, Singles: *storeCommits * 3 / 2, OpenEntries: *openEntries, Topics: true, Scenarios: cfg, Dir: *dir},
+				*quick, *jsonOut, start, stdout, stderr)
+		}
+		cfg.LogStore = &variants[0]
+	}
 	rep, err := benchkit.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "ctrlnode bench: %v (after %v)\n", err, time.Since(start).Round(time.Second))
 		return exitFailed
 	}
 	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return exitOK
+	}
+	rep.WriteTable(stdout)
+	return exitOK
+}
+
+func compareLogStores(ctx context.Context, cfg benchkit.LogStoreConfig, quick, jsonOut bool, start time.Time, stdout, stderr io.Writer) int {
+	for name, v := range map[string]int{"--store-rounds": cfg.Rounds, "--store-commits": cfg.Batches, "--store-batch": cfg.BatchEntries} {
+		if v < 1 {
+			fmt.Fprintf(stderr, "ctrlnode bench: %s %d: want at least 1\n", name, v)
+			return exitUsage
+		}
+	}
+	if cfg.OpenEntries <= 0 {
+		cfg.OpenEntries = -1
+	}
+	if quick {
+		cfg.Rounds, cfg.Batches, cfg.Singles, cfg.OpenEntries = 2, 20, 30, min(max(cfg.OpenEntries, -1), 20_000)
+	}
+	rep, err := benchkit.RunLogStores(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctrlnode bench: %v (after %v)\n", err, time.Since(start).Round(time.Second))
+		return exitFailed
+	}
+	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
