@@ -8,6 +8,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -28,6 +29,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/metrics"
 	"github.com/ctrlquorum/ctrlquorum/ops"
+	"github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
 	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
@@ -103,6 +105,10 @@ type Config struct {
 	RaftSnapshotThreshold uint64
 	RaftSnapshotInterval  time.Duration
 	RaftTrailingLogs      uint64
+	// RaftLogStore is the store the voter keeps its raft log in; a data
+	// directory holding its log in another one has it moved on start
+	// (raftlog.OpenStores). Zero: raftlog.DefaultLogStore.
+	RaftLogStore raftlog.LogStore
 
 	// HTTPAddr is where the operations endpoint listens; empty: none.
 	HTTPAddr string
@@ -222,10 +228,11 @@ func Start(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// voterOptions sets the voter's raft snapshot settings, then applies
-// VoterOptions, which may change them again.
+// voterOptions sets the voter's raft snapshot settings and log store,
+// then applies VoterOptions, which may change them again.
 func (c *Config) voterOptions(vc *voter.Config) {
 	vc.SnapshotThreshold, vc.SnapshotInterval, vc.TrailingLogs = c.RaftSnapshotThreshold, c.RaftSnapshotInterval, c.RaftTrailingLogs
+	vc.Store.LogStore = cmp.Or(c.RaftLogStore, raftlog.DefaultLogStore)
 	if c.VoterOptions != nil {
 		c.VoterOptions(vc)
 	}

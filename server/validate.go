@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 // FieldError is a Config field with an invalid value. Field is the Go
@@ -166,6 +168,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RaftSnapshotInterval > 0 && c.RaftSnapshotInterval < minSnapshotInterval {
 		return fieldErr("RaftSnapshotInterval", "%v is below %v, raft's minimum", c.RaftSnapshotInterval, minSnapshotInterval)
+	}
+	if _, err := raftlog.ParseLogStore(string(c.RaftLogStore)); err != nil {
+		return fieldErr("RaftLogStore", "%v", err)
 	}
 	if c.HTTPAddr != "" {
 		if err := checkAddr("HTTPAddr", c.HTTPAddr, false); err != nil {
