@@ -59,8 +59,10 @@ func TestLogStoreVariants(t *testing.T) {
 
 // BenchmarkLogStores commits b.N batches of 27 entries of 700 bytes (about
 // one CreateTopics round) and b.N single entries of 100 bytes on a
-// three-voter cluster of each log store. The clusters all run for the
-// whole benchmark, and -count runs the stores in turn, A B C D A B C D:
+// three-voter cluster of each log store, the clusters all running for the
+// whole benchmark. go test repeats each sub-benchmark -count times in a
+// row; ctrlnode bench --log-store all loads the stores in turn instead,
+// A B C D A B C D:
 //
 //	go test -run '^$' -bench LogStores -benchtime 300x -count 5 ./benchkit
 func BenchmarkLogStores(b *testing.B) {
