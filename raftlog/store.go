@@ -29,14 +29,18 @@ const (
 	// term and vote, two fdatasyncs per append.
 	LogStoreBolt LogStore = "bolt"
 
-	// DefaultLogStore is the log store of a new data directory. On the
-	// same run of `ctrlnode bench --log-store all`, raft-wal committed a
-	// batch of 27 entries of 700 bytes (a CreateTopics round) 34-47%
-	// slower than segments and created topics about a fifth slower: its
-	// append costs more CPU per entry (an encode into a new buffer and
-	// five allocations each), which neither fdatasync, zeros written
-	// ahead nor another segment size changed. And raft-wal v0.4.1 alone
-	// does not survive kill -9 (see repairWAL).
+	// DefaultLogStore is the log store of a new data directory. In runs
+	// of `ctrlnode bench --log-store all`, raft-wal as it comes committed
+	// a batch of 27 entries of 700 bytes (a CreateTopics round) 34-51%
+	// slower than segments, with 64 or 16 MiB segments alike: it
+	// allocates a segment with fallocate, and each append's sync then
+	// also commits the journal entry that marks the extents it wrote as
+	// written. With segment files grown by zeros written ahead and
+	// fdatasync instead (BenchmarkStoreAppend's wal-fdatasync-zeroahead)
+	// the batch was 8-11% slower, but topics were still created 9-20%
+	// slower: raft-wal spends more CPU per entry (an encode into a new
+	// buffer and five allocations each). And raft-wal v0.4.1 alone does
+	// not survive kill -9 (see repairWAL).
 	DefaultLogStore = LogStoreSegments
 )
 
