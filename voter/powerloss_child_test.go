@@ -67,12 +67,13 @@ type plRequest struct {
 }
 
 type plStatus struct {
-	State        string `json:"state"`
-	Term         uint64 `json:"term"`
-	LastLogIndex uint64 `json:"last_log_index"`
-	LastLogTerm  uint64 `json:"last_log_term"`
-	CommitIndex  uint64 `json:"commit_index"`
-	Leader       string `json:"leader"`
+	State             string `json:"state"`
+	Term              uint64 `json:"term"`
+	LastLogIndex      uint64 `json:"last_log_index"`
+	LastLogTerm       uint64 `json:"last_log_term"`
+	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
+	CommitIndex       uint64 `json:"commit_index"`
+	Leader            string `json:"leader"`
 }
 
 // plMessage is one line from a child: a reply (ID set) or an event.
@@ -230,7 +231,8 @@ func plServe(v *voter.Voter, fsm *indexFSM, req plRequest) plMessage {
 		s := v.Raft().Stats()
 		_, leader := v.LeaderID()
 		m.Status = &plStatus{State: s["state"], Term: plUint(s["term"]), LastLogIndex: plUint(s["last_log_index"]),
-			LastLogTerm: plUint(s["last_log_term"]), CommitIndex: plUint(s["commit_index"]), Leader: leader}
+			LastLogTerm: plUint(s["last_log_term"]), LastSnapshotIndex: plUint(s["last_snapshot_index"]),
+			CommitIndex: plUint(s["commit_index"]), Leader: leader}
 	case "transfer":
 		if req.To == "" {
 			err = v.Raft().LeadershipTransfer().Error()

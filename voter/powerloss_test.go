@@ -90,14 +90,19 @@ type plHarness struct {
 	rng  *rand.Rand
 	exe  string
 	cfgs []plChildConfig
-	proc []*plProc
+	// proc is each node's current process. Only the test's goroutine
+	// replaces one, under procMu; the load's goroutine reads under it.
+	procMu sync.RWMutex
+	proc   []*plProc
 
 	mu        sync.Mutex
 	acked     map[uint64]string // every entry the cluster acknowledged: its data's digest
 	unseen    []uint64          // acknowledged, not yet checked on every voter
 	votes     map[uint64]string // term -> candidate id, for votes the victim granted
 	voteErrs  []string
-	otherErrs []string // store errors of the voters whose disks are fine
+	otherErrs []string    // store errors of the voters whose disks are fine
+	restarts  map[int]int // restarts by unstick, by cut
+	current   int         // the cut under way
 
 	stats plStats
 }
@@ -109,11 +114,11 @@ type plStats struct {
 	modes                        map[lossyfs.Mode]int
 	lostBytes, torn              int // cuts that lost written bytes; cuts that kept a torn write
 	lostChanges, pendingChanges  int
-	dropped                      int // restarts whose log dropped a torn append
-	restored, installed          int // restarts from a snapshot; snapshots installed from the leader
-	livelocks                    int // restarts to end raft's install-snapshot livelock
-	selfExit, storeErrors        int // victim exited by itself after the cut; logged a store error
-	shutdowns, shutdownExits     int // Shutdowns asked of the victim after the cut; of them, ended by the process dying
+	dropped                      int            // restarts whose log dropped a torn append
+	restored, installed          int            // restarts from a snapshot; snapshots installed from the leader
+	unstuck                      map[string]int // restarts out of a raft bug, by bug (see unstick)
+	selfExit, storeErrors        int            // victim exited by itself after the cut; logged a store error
+	shutdowns, shutdownExits     int            // Shutdowns asked of the victim after the cut; of them, ended by the process dying
 	shutdownErrs                 map[string]int
 	reactions                    map[string]int // the victim's errors after the cut, by message
 	healthyErrors                map[string]int // and before it, while its disk was fine
@@ -127,8 +132,9 @@ func (s *plStats) log(t *testing.T) {
 		s.cuts, s.onChange, s.asLeader, s.leaderMissed, s.modes)
 	t.Logf("cuts that lost unsynced written bytes: %d; that kept a torn write: %d; changes lost in all: %d of %d pending",
 		s.lostBytes, s.torn, s.lostChanges, s.pendingChanges)
-	t.Logf("restarts: %d dropped a torn append from the log, %d restored a snapshot, %d snapshots installed from the leader after a restart; no refusal; %d restarted again out of raft's install-snapshot livelock",
-		s.dropped, s.restored, s.installed, s.livelocks)
+	t.Logf("restarts: %d dropped a torn append from the log, %d restored a snapshot, %d snapshots installed from the leader after a restart; no refusal",
+		s.dropped, s.restored, s.installed)
+	t.Logf("voters restarted out of a hashicorp/raft bug: %v", s.unstuck)
 	t.Logf("after the cut the victim exited by itself %d times, logged a failing store %d times (then was killed); its errors: %v",
 		s.selfExit, s.storeErrors, s.reactions)
 	t.Logf("after the cut the victim was asked to shut down %d times: it returned an error %v, the process died in it %d times, it never hung",
@@ -144,7 +150,7 @@ func newPLHarness(t *testing.T, fs *lossyfs.FS, seed uint64) *plHarness {
 		t.Fatal(err)
 	}
 	h := &plHarness{t: t, fs: fs, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), exe: exe,
-		acked: map[uint64]string{}, votes: map[uint64]string{}, stats: plStats{modes: map[lossyfs.Mode]int{}, reactions: map[string]int{}, healthyErrors: map[string]int{}, shutdownErrs: map[string]int{}}}
+		acked: map[uint64]string{}, votes: map[uint64]string{}, restarts: map[int]int{}, stats: plStats{unstuck: map[string]int{}, modes: map[lossyfs.Mode]int{}, reactions: map[string]int{}, healthyErrors: map[string]int{}, shutdownErrs: map[string]int{}}}
 	var lns []*os.File
 	var peers []raft.Server
 	for i := range 3 {
@@ -182,7 +188,7 @@ func newPLHarness(t *testing.T, fs *lossyfs.FS, seed uint64) *plHarness {
 	for i := range 3 {
 		cfg := h.cfgs[i]
 		cfg.ListenerFD = true
-		h.proc[i] = h.start(i, cfg, lns[i])
+		h.setProc(i, h.start(i, cfg, lns[i]))
 		_ = lns[i].Close()
 	}
 	for i := range 3 {
@@ -254,6 +260,16 @@ func (h *plHarness) event(i int, p *plProc, m plMessage) {
 		}
 		h.votes[m.Term] = cand
 	case "log":
+		switch {
+		case strings.HasPrefix(m.Msg, "Installed remote snapshot"):
+			p.mu.Lock()
+			p.installs = plRecent(append(p.installs, m.Time))
+			p.mu.Unlock()
+		case m.Msg == "failed to get previous log" && strings.Contains(m.Line, raft.ErrLogNotFound.Error()):
+			p.mu.Lock()
+			p.prevMisses = plRecent(append(p.prevMisses, m.Time))
+			p.mu.Unlock()
+		}
 		if i != plVictim {
 			// The other voters' disks never fail: a store error there is
 			// a bug.
@@ -273,9 +289,6 @@ func (h *plHarness) event(i int, p *plProc, m plMessage) {
 			p.restored = true
 		case strings.HasPrefix(m.Msg, "Installed remote snapshot"):
 			p.installed = true
-			p.installs++
-		case m.Msg == "failed to get previous log" && strings.Contains(m.Line, raft.ErrLogNotFound.Error()):
-			p.prevMisses++
 		case m.Level == "error":
 			p.errors = append(p.errors, m)
 		}
@@ -300,6 +313,7 @@ func (h *plHarness) cycle(n int) {
 		t.Fatalf("cut %d: %s", n, strings.Join(errs, "\n"))
 	}
 	h.stats.cuts++
+	h.current = n
 	mode := lossyfs.Mode(h.rng.IntN(2))
 	h.stats.modes[mode]++
 	lead := h.rng.IntN(3) == 0
@@ -341,6 +355,7 @@ func (h *plHarness) cycle(n int) {
 	if err != nil {
 		t.Fatalf("cut %d: %v", n, err)
 	}
+	victim = h.proc[plVictim] // unstick may have restarted it meanwhile
 	// Raft meets EIO at its next write: give it a moment to show how it
 	// reacts (an error logged, or a panic that ends the process), then
 	// kill it as the power cut would have.
@@ -412,7 +427,7 @@ func (h *plHarness) cycle(n int) {
 	if err := h.fs.Mount(); err != nil {
 		t.Fatalf("cut %d: %v", n, err)
 	}
-	h.proc[plVictim] = h.start(plVictim, h.cfgs[plVictim], nil)
+	h.setProc(plVictim, h.start(plVictim, h.cfgs[plVictim], nil))
 	h.waitStarted(plVictim)
 	h.waitConverged(n)
 	h.checkAcked(n)
@@ -471,6 +486,7 @@ func (h *plHarness) setRole(lead bool) {
 func (h *plHarness) leader() *plProc {
 	var leader *plProc
 	if !waitUntil(plWait, func() bool {
+		h.unstick()
 		for _, p := range h.proc {
 			if p.alive() {
 				if s, err := p.status(); err == nil && s.State == "Leader" {
@@ -609,7 +625,6 @@ func (h *plHarness) waitConverged(n int) {
 	}
 	h.mu.Unlock()
 	var got []plMessage
-	restarted := false
 	if !waitUntil(plWait, func() bool {
 		got = got[:0]
 		for _, p := range h.proc {
@@ -622,23 +637,7 @@ func (h *plHarness) waitConverged(n int) {
 		if got[0].Last >= lastAcked && got[0].Hash == got[1].Hash && got[1].Hash == got[2].Hash {
 			return true
 		}
-		// hashicorp/raft v1.8.0 livelocks a follower that installs a
-		// snapshot older than its last entry, which a leader that lost
-		// its uncommitted tail to the cut can have: with a monotonic log
-		// store raft deletes the whole log but keeps that last entry as
-		// its own, so it refuses every AppendEntries after the snapshot
-		// for want of the entry before them and is sent the snapshot
-		// again, for ever (hashicorp/raft#697 is the same livelock with
-		// a log store that is not monotonic). A restart reads the last
-		// entry from the log again. Counted, and done once.
-		if p := h.proc[plVictim]; !restarted && p.livelocked() {
-			restarted = true
-			h.stats.livelocks++
-			h.t.Logf("cut %d: the victim is in raft's install-snapshot livelock; restarting it", n)
-			p.kill()
-			h.proc[plVictim] = h.start(plVictim, h.cfgs[plVictim], nil)
-			h.waitStarted(plVictim)
-		}
+		h.unstick()
 		return false
 	}) {
 		h.t.Fatalf("cut %d: the voters did not converge within %v (last acknowledged %d): %+v\n%s", n, plWait, lastAcked, got, h.dump())
@@ -651,7 +650,63 @@ func (h *plHarness) waitConverged(n int) {
 func (p *plProc) livelocked() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.installs >= 3 && p.prevMisses >= 3
+	recent := func(ts []time.Time) bool { return len(ts) == 3 && time.Since(ts[0]) < 2*time.Second }
+	return recent(p.installs) && recent(p.prevMisses)
+}
+
+// plRecent keeps the last three times.
+func plRecent(ts []time.Time) []time.Time {
+	return ts[max(0, len(ts)-3):]
+}
+
+func (h *plHarness) setProc(i int, p *plProc) {
+	h.procMu.Lock()
+	h.proc[i] = p
+	h.procMu.Unlock()
+}
+
+// unstick restarts a voter caught in one of two bugs of hashicorp/raft
+// v1.8.0 that frequent snapshots and restarts bring out; a restart reads
+// raft's state from the disk again and ends both. They are counted and
+// logged, at most three restarts per cut, so that a voter stuck for good
+// still fails the test.
+//
+//   - The install-snapshot livelock: a follower that installs a snapshot
+//     older than its last entry (a leader that lost its uncommitted tail
+//     can have one) deletes its whole log, the log store being monotonic,
+//     but keeps that last entry as its own, refuses every AppendEntries
+//     after the snapshot for want of the entry before them, and is sent
+//     the snapshot again, for ever (hashicorp/raft#697 is the same
+//     livelock with a log store that is not monotonic).
+//   - The snapshot index going back (hashicorp/raft#248): a snapshot the
+//     voter took of its FSM completes after it installed a newer one from
+//     the leader, and raft sets its last snapshot back to the older one.
+//     Its log deleted by the install, the voter then takes its last index
+//     to be below what it committed; elected meanwhile, it leads with a
+//     next index below the commit index, cannot find the entries its
+//     followers need, and nothing commits.
+func (h *plHarness) unstick() {
+	n := h.current
+	for i, p := range h.proc {
+		if !p.alive() || h.restarts[n] >= 3 {
+			continue
+		}
+		why := ""
+		if p.livelocked() {
+			why = "install-snapshot livelock"
+		} else if s, err := p.status(); err == nil && s.State == "Leader" && max(s.LastLogIndex, s.LastSnapshotIndex) < s.CommitIndex {
+			why = "snapshot index gone back below the commit index"
+		}
+		if why == "" {
+			continue
+		}
+		h.restarts[n]++
+		h.stats.unstuck[why]++
+		h.t.Logf("cut %d: voter %s is caught in raft's %s; restarting it", n, p.id, why)
+		p.kill()
+		h.setProc(i, h.start(i, h.cfgs[i], nil))
+		h.waitStarted(i)
+	}
 }
 
 // dump describes the cluster for a failure message: each voter's raft
@@ -779,6 +834,7 @@ func (l *plLoad) waitAcked(t *testing.T, n int) {
 			return true
 		default:
 		}
+		l.h.unstick()
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.acked >= n
@@ -813,6 +869,8 @@ func (h *plHarness) ack(index uint64, data string) error {
 }
 
 func (h *plHarness) liveProcs() []*plProc {
+	h.procMu.RLock()
+	defer h.procMu.RUnlock()
 	var out []*plProc
 	for _, p := range h.proc {
 		if p.alive() {
@@ -852,10 +910,10 @@ type plProc struct {
 	dropped   bool
 	restored  bool
 	installed bool
-	// Snapshots installed, and AppendEntries refused for want of the
-	// entry before them: both repeating is raft's livelock (see
-	// waitConverged).
-	installs, prevMisses int
+	// When the last snapshots were installed, and AppendEntries refused
+	// for want of the entry before them: both repeating is raft's
+	// livelock (see unstick).
+	installs, prevMisses []time.Time
 	errors               []plMessage // what it logged at level error
 	logTail              []string    // its last warnings and errors
 }
