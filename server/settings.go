@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 // Setting is one setting of a node as `ctrlnode run` reads it. Its key is
@@ -63,6 +65,7 @@ var coreSettings = []Setting{
 	{"raft.snapshot.threshold", "8192", "log entries since the last snapshot after which the voter takes a new one (raft's SnapshotThreshold)", "RaftSnapshotThreshold", stageValues, nil},
 	{"raft.snapshot.interval", "120s", "how often the voter checks raft.snapshot.threshold, with up to as much again of jitter (raft's SnapshotInterval)", "RaftSnapshotInterval", stageValues, nil},
 	{"raft.trailing.logs", "10240", "log entries kept behind a snapshot, so that a voter that lags by fewer catches up from the log instead of being sent the snapshot (raft's TrailingLogs)", "RaftTrailingLogs", stageValues, nil},
+	{"raft.log.store", string(raftlog.DefaultLogStore), "where the voter keeps its raft log: segments (append-only segment files, one fdatasync per append), wal (hashicorp/raft-wal) or bolt (raft-boltdb, two fdatasyncs per append); a data.dir holding its log in another one has it moved on start", "RaftLogStore", stageValues, nil},
 	{"listener", "", "host:port of the voter's Kafka-protocol listener for admin clients and brokers (required for a voter)", "Listener", stageValues, nil},
 	{"advertised.listener", "", "host:port clients are told for this voter's listener (default: listener)", "ListenerAdvertise", stageValues, nil},
 	{"voters", "", "every voter as id@raft-host:port, comma-separated, this node included; the first start bootstraps the quorum from it", "Voters", together, nil},
