@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/nemesis"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit/lossyfs"
 )
 
 // The processes of a run. Host h (127.0.0.h, h = 1..3) runs voter 1000+h
@@ -158,7 +159,7 @@ func (l layout) specs(dataDir string) []nodeSpec {
 			name: voterName(h), host: h, voter: voterID(h), broker: int32(h), http: l.addr(h, offHTTP),
 			args: append([]string{"run",
 				"--node-id", strconv.Itoa(int(voterID(h))), "--roles", "voter,broker", "--broker-id", strconv.Itoa(h),
-				"--data-dir", filepath.Join(dataDir, voterName(h)),
+				"--data-dir", voterDataDir(dataDir, h),
 				"--raft-listener", l.addr(h, offRaft), "--listener", l.addr(h, offListener),
 				"--voters", strings.Join(voters, ","), "--voter-listeners", strings.Join(listeners, ","),
 				"--broker-listener", l.addr(h, offBroker), "--http-listener", l.addr(h, offHTTP),
@@ -479,4 +480,118 @@ func (n *network) rules() ([]string, error) {
 		}
 	}
 	return rules, nil
+}
+
+// disks are the voters' data directories on lossy file systems, for the
+// power-loss nemesis: host h's voter keeps its data on a lossyfs mount at
+// its data directory, backed by a directory of its own. The process that
+// starts the voters mounts them (inside the namespace, the copy of the
+// test binary there: ip netns exec gives each process its own copy of
+// the mount namespace) and serves them.
+type disks struct {
+	mu     sync.Mutex
+	byHost map[int]*lossyfs.FS
+}
+
+// voterDataDir is host h's voter's data directory under dataDir, as specs
+// lays it out.
+func voterDataDir(dataDir string, host int) string { return filepath.Join(dataDir, voterName(host)) }
+
+// mountDisks mounts a lossy file system at each voter's data directory
+// under dataDir, backed by a folder under backingDir.
+func mountDisks(dataDir, backingDir string, hosts int) (*disks, error) {
+	d := &disks{byHost: map[int]*lossyfs.FS{}}
+	for h := 1; h <= hosts; h++ {
+		dir, backing := voterDataDir(dataDir, h), filepath.Join(backingDir, voterName(h))
+		if err := errors.Join(os.MkdirAll(dir, 0o755), os.MkdirAll(backing, 0o755)); err != nil {
+			_ = d.abortAll()
+			return nil, err
+		}
+		// The voters run under a group id of their own inside the
+		// namespace (natGID), which FUSE refuses without allow_other.
+		fs, err := lossyfs.Mount(backing, dir, lossyfs.Options{AllowOther: true})
+		if err != nil {
+			_ = d.abortAll()
+			return nil, fmt.Errorf("mounting the disk of %s: %w", voterName(h), err)
+		}
+		d.mu.Lock()
+		d.byHost[h] = fs
+		d.mu.Unlock()
+	}
+	return d, nil
+}
+
+func (d *disks) get(host int) (*lossyfs.FS, error) {
+	if d == nil {
+		return nil, errors.New("the voters' data directories are not on lossy file systems in this run")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fs := d.byHost[host]
+	if fs == nil {
+		return nil, fmt.Errorf("no disk for host %d", host)
+	}
+	return fs, nil
+}
+
+// remount unmounts host's disk if it is mounted (after a cut: the bytes
+// that survived are in its backing folder already) and mounts it again.
+// Its voter must not run. It retries the unmount while the kernel still
+// holds files the killed voter had open.
+func (d *disks) remount(ctx context.Context, host int) error {
+	fs, err := d.get(host)
+	if err != nil {
+		return err
+	}
+	for fs.Mounted() {
+		err := fs.Unmount()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fs.Mount()
+}
+
+// ensureMounted mounts host's disk if it is not mounted (a heal that
+// failed half way), so that its voter never starts on the bare mount
+// point.
+func (d *disks) ensureMounted(host int) error {
+	if d == nil {
+		return nil
+	}
+	fs, err := d.get(host)
+	if err != nil || fs.Mounted() {
+		return err
+	}
+	return fs.Mount()
+}
+
+// abortAll aborts and detaches every mount: the run's last cleanup, after
+// its processes are dead, or on SIGINT and SIGTERM.
+func (d *disks) abortAll() error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for _, fs := range d.byHost {
+		errs = append(errs, fs.Abort())
+	}
+	return errors.Join(errs...)
+}
+
+// expectExit marks the process's coming exit as the run's doing (its disk
+// is about to fail under it), not a failure.
+func (p *proc) expectExit() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		p.expect = true
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/history"
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/nemesis"
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/report"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit/lossyfs"
 )
 
 // cluster is what the nemesis acts on: the run's processes and, inside a
@@ -29,6 +31,7 @@ type cluster struct {
 	col   *collector
 	cl    *kgo.Client
 	rng   *lockedRand
+	disks *disks // nil unless the run has the power-loss nemesis
 }
 
 var _ nemesis.Cluster = (*cluster)(nil)
@@ -156,6 +159,59 @@ func (c *cluster) SetHeartbeats(_ context.Context, id int, on bool) error {
 	return c.procs.get(name).signal(sig)
 }
 
+// PowerLoss cuts the power of host's disk, then kills its voter: what the
+// voter had not synced is lost (or a prefix of it kept), as the cut's
+// report says.
+func (c *cluster) PowerLoss(ctx context.Context, host int, keepPrefix bool, seed uint64) (string, error) {
+	if err := checkHost(host); err != nil {
+		return "", err
+	}
+	fs, err := c.disks.get(host)
+	if err != nil {
+		return "", err
+	}
+	p := c.procs.get(voterName(host))
+	if p.running() && !p.isPaused() {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = c.col.collect(cctx, p.spec.name)
+		cancel()
+	}
+	// The voter may exit of its disk's errors before the kill reaches
+	// it: that exit is this fault's.
+	p.expectExit()
+	mode := lossyfs.DropUnsynced
+	if keepPrefix {
+		mode = lossyfs.KeepPrefix
+	}
+	report, cutErr := fs.Cut(mode, rand.New(rand.NewPCG(seed, 0x706f776572)))
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	killErr := p.kill(kctx)
+	if cutErr != nil {
+		return "", errors.Join(cutErr, killErr)
+	}
+	return report.String(), killErr
+}
+
+// PowerRestore brings host's disk back on what survived the cut and
+// restarts its voter.
+func (c *cluster) PowerRestore(ctx context.Context, host int) error {
+	if err := checkHost(host); err != nil {
+		return err
+	}
+	name := voterName(host)
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := c.procs.get(name).kill(kctx) // gone already, unless the fault failed half way
+	cancel()
+	if err != nil {
+		return err
+	}
+	if err := c.disks.remount(ctx, host); err != nil {
+		return err
+	}
+	return c.restart(name)
+}
+
 // runSettings are the knobs of one run besides Config.
 type runSettings struct {
 	bin        string
@@ -196,7 +252,23 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		t.Fatal(err)
 	}
 	l := layout{hosts: cfg.Voters, base: base}
-	specs := l.specs(t.TempDir())
+	dataDir := t.TempDir()
+	specs := l.specs(dataDir)
+	// With the power-loss nemesis every voter's data directory is a lossy
+	// file system, mounted before the voters start and aborted after
+	// they are dead (the cleanup registered first runs last).
+	var dk *disks
+	if slices.ContainsFunc(cfg.Kinds, nemesis.Kind.Disk) {
+		if dk, err = mountDisks(dataDir, t.TempDir(), cfg.Voters); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := dk.abortAll(); err != nil {
+				t.Errorf("unmounting the voters' disks: %v", err)
+			}
+		})
+		t.Logf("voters' data directories on lossy file systems under %s", dataDir)
+	}
 	var gid func(int) uint32
 	var netw *network
 	if rs.ns != nil {
@@ -210,7 +282,10 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 	if err != nil {
 		t.Fatal(err)
 	}
-	unhook := nemesis.OnInterrupt(ps.stopAll)
+	unhook := nemesis.OnInterrupt(func() {
+		ps.stopAll()
+		_ = dk.abortAll()
+	})
 	t.Cleanup(func() {
 		unhook()
 		ps.stopAll()
@@ -286,7 +361,7 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 	}
 	defer stopBackground()
 
-	c := &cluster{procs: ps, net: netw, col: col, cl: reader, rng: rng}
+	c := &cluster{procs: ps, net: netw, col: col, cl: reader, rng: rng, disks: dk}
 	runner := &nemesis.Runner{Cluster: c, Timeline: timeline, Hosts: cfg.Voters, Logf: t.Logf}
 	names := topicNames{Start: rec.Now(), Every: 10 * time.Second, Width: 6, Step: 2}
 	var workers []*worker
@@ -340,6 +415,12 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 				t.Errorf("final heal: %v", err)
 			}
 		case !p.running():
+			if p.spec.voter != 0 {
+				if err := dk.ensureMounted(p.spec.host); err != nil {
+					t.Errorf("final heal: %v", err)
+					continue
+				}
+			}
 			if err := p.start(); err != nil {
 				t.Errorf("final heal: %v", err)
 			}

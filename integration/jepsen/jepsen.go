@@ -69,6 +69,21 @@ func NewConfig(duration time.Duration, seed uint64, nemeses string, netErr error
 	return c, nil
 }
 
+// WithoutDisk leaves out the nemeses that need lossy file systems
+// (power-loss) when diskErr says the host cannot mount them, each with a
+// note in Skipped.
+func (c Config) WithoutDisk(diskErr error) Config {
+	if diskErr == nil {
+		return c
+	}
+	kept, dropped := nemesis.WithoutDisk(c.Kinds)
+	for _, k := range dropped {
+		c.Skipped = append(c.Skipped, fmt.Sprintf("%s skipped: %v", k, diskErr))
+	}
+	c.Kinds = kept
+	return c
+}
+
 // Schedule draws the run's faults.
 func (c Config) Schedule() ([]nemesis.Fault, error) {
 	return nemesis.Generate(nemesis.Config{Seed: c.Seed, Duration: c.Duration, Kinds: c.Kinds, Hosts: c.Voters, Brokers: c.Brokers})

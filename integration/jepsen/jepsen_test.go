@@ -20,6 +20,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/history"
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/nemesis"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit/lossyfs"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
@@ -29,7 +30,7 @@ import (
 var (
 	flagDuration = flag.Duration("duration", 45*time.Second, "how long the workload and the nemesis run")
 	flagSeed     = flag.Uint64("seed", 0, "the schedule's seed; 0 picks one and prints it")
-	flagNemesis  = flag.String("nemesis", "all", "nemeses, comma-separated: kill, pause, partition-leader, partition-majority-minority, partition-one-way, partition-bridge, broker-crash, heartbeat-flap, or the groups all, none, process, partition, broker")
+	flagNemesis  = flag.String("nemesis", "all", "nemeses, comma-separated: kill, pause, partition-leader, partition-majority-minority, partition-one-way, partition-bridge, broker-crash, heartbeat-flap, power-loss, or the groups all, none, process, partition, broker")
 	flagReport   = flag.String("report", filepath.Join(os.TempDir(), "ctrlquorum-jepsen"), "folder under which each run writes its report folder")
 )
 
@@ -60,6 +61,8 @@ func TestJepsen(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg = withSoloBrokers(cfg)
+	diskErr := lossyfs.Available()
+	cfg = cfg.WithoutDisk(diskErr)
 	if inside == "" {
 		t.Logf("seed %d (replay with: make jepsen SEED=%d DURATION=%s NEMESIS=%s), reports under %s", cfg.Seed, cfg.Seed, cfg.Duration, cfg.Nemesis, *flagReport)
 	}
@@ -82,6 +85,7 @@ func TestJepsen(t *testing.T) {
 	// out and says so; with CI=true it fails instead.
 	if len(cfg.Skipped) > 0 {
 		testkit.NeedInCI(t, "network faults for the partition nemeses (root, ip and iptables)", netErr)
+		testkit.NeedInCI(t, "lossy file systems for the power-loss nemesis (FUSE: /dev/fuse, fusermount3, root)", diskErr)
 	}
 	rs := runSettings{reportBase: *flagReport, workers: numWorkers, opTimeout: opTimeout, bin: os.Getenv(envBin)}
 	if rs.bin == "" {
@@ -104,7 +108,7 @@ func TestJepsen(t *testing.T) {
 			// Root, but no namespace here (a container without the
 			// capability): run on the loopback without partitions.
 			cfg, _ = NewConfig(cfg.Duration, cfg.Seed, cfg.Nemesis, fmt.Errorf("cannot create a network namespace: %w", err))
-			cfg = withSoloBrokers(cfg)
+			cfg = withSoloBrokers(cfg).WithoutDisk(diskErr)
 			if len(cfg.Skipped) > 0 {
 				testkit.NeedInCI(t, "a network namespace for the partition nemeses", err)
 			}

@@ -85,6 +85,12 @@ type Cluster interface {
 	CrashBroker(ctx context.Context, id int) error
 	RestartBroker(ctx context.Context, id int) error
 	SetHeartbeats(ctx context.Context, id int, on bool) error
+	// PowerLoss cuts the power of host's disk (keeping a prefix of what
+	// was not synced, drawn from seed, or dropping it all) and kills its
+	// voter; it returns the cut's report. PowerRestore mounts the disk
+	// again on what survived and restarts the voter.
+	PowerLoss(ctx context.Context, host int, keepPrefix bool, seed uint64) (report string, err error)
+	PowerRestore(ctx context.Context, host int) error
 }
 
 // Runner applies a schedule.
@@ -162,6 +168,10 @@ func (r *Runner) apply(ctx context.Context, f Fault, healAt time.Time) {
 	case Pause:
 		detail = fmt.Sprintf("SIGSTOP the voter on %s", HostIP(f.Hosts[0]))
 		err = c.Pause(ctx, f.Hosts[0])
+	case PowerLoss:
+		var report string
+		report, err = c.PowerLoss(ctx, f.Hosts[0], f.KeepPrefix, f.CutSeed)
+		detail = fmt.Sprintf("cut the power of the disk of the voter on %s (%s, seed %d), kill -9 it: %s", HostIP(f.Hosts[0]), f.CutMode(), f.CutSeed, report)
 	case PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge:
 		cs := make([]string, len(f.Cuts))
 		for i, x := range f.Cuts {
@@ -192,6 +202,8 @@ func (r *Runner) apply(ctx context.Context, f Fault, healAt time.Time) {
 		detail, err = "restart the voter", c.Restart(hctx, f.Hosts[0])
 	case Pause:
 		detail, err = "SIGCONT the voter", c.Resume(hctx, f.Hosts[0])
+	case PowerLoss:
+		detail, err = "mount the disk again on what survived, restart the voter", c.PowerRestore(hctx, f.Hosts[0])
 	case PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge:
 		detail, err = "remove every drop rule", c.Heal(hctx)
 	case BrokerCrash:

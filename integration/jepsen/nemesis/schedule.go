@@ -46,10 +46,15 @@ const (
 	// HeartbeatFlap: a broker agent's heartbeats stop and resume every
 	// flap period until the heal, so its session expires and comes back.
 	HeartbeatFlap Kind = "heartbeat-flap"
+	// PowerLoss: cut the power of a voter's disk (a lossyfs mount under
+	// its data directory: what it has not synced is lost, or a prefix of
+	// it kept) and kill -9 the voter; at the heal the disk is mounted
+	// again on what survived and the voter restarted.
+	PowerLoss Kind = "power-loss"
 )
 
 // AllKinds is every kind, in a fixed order.
-var AllKinds = []Kind{Kill, Pause, PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge, BrokerCrash, HeartbeatFlap}
+var AllKinds = []Kind{Kill, Pause, PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge, BrokerCrash, HeartbeatFlap, PowerLoss}
 
 // Network reports whether the kind needs the network namespace and
 // iptables (root).
@@ -61,13 +66,17 @@ func (k Kind) Network() bool {
 	return false
 }
 
+// Disk reports whether the kind needs the voters' data directories on
+// lossy file systems (FUSE: root and /dev/fuse).
+func (k Kind) Disk() bool { return k == PowerLoss }
+
 // Broker reports whether the kind targets broker agents.
 func (k Kind) Broker() bool { return k == BrokerCrash || k == HeartbeatFlap }
 
 var groups = map[string][]Kind{
 	"all":       AllKinds,
 	"none":      nil,
-	"process":   {Kill, Pause},
+	"process":   {Kill, Pause, PowerLoss},
 	"partition": {PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge},
 	"broker":    {BrokerCrash, HeartbeatFlap},
 }
@@ -121,6 +130,19 @@ func WithoutNetwork(kinds []Kind) (kept, dropped []Kind) {
 	return kept, dropped
 }
 
+// WithoutDisk splits kinds into those that need no lossy file system and
+// those that do.
+func WithoutDisk(kinds []Kind) (kept, dropped []Kind) {
+	for _, k := range kinds {
+		if k.Disk() {
+			dropped = append(dropped, k)
+		} else {
+			kept = append(kept, k)
+		}
+	}
+	return kept, dropped
+}
+
 // Cut drops the packets from host From to host To (one direction).
 type Cut struct {
 	From int `json:"from"`
@@ -162,6 +184,19 @@ type Fault struct {
 	Cuts []Cut `json:"cuts,omitempty"`
 	// FlapPeriod is how often a heartbeat flap toggles.
 	FlapPeriod time.Duration `json:"flap_period,omitempty"`
+	// KeepPrefix: a power loss keeps a prefix of the unsynced changes
+	// (drawn from CutSeed) instead of dropping them all.
+	KeepPrefix bool `json:"keep_prefix,omitempty"`
+	// CutSeed seeds a power loss's random source.
+	CutSeed uint64 `json:"cut_seed,omitempty"`
+}
+
+// CutMode names a power loss's outcome: keep-prefix or drop-unsynced.
+func (f Fault) CutMode() string {
+	if f.KeepPrefix {
+		return "keep-prefix"
+	}
+	return "drop-unsynced"
 }
 
 // Resolve fills in a leader-targeted fault for the active controller on
@@ -177,7 +212,7 @@ func (f Fault) Resolve(leader, hosts int) Fault {
 		}
 	}
 	switch f.Kind {
-	case Kill, Pause:
+	case Kill, Pause, PowerLoss:
 		f.Hosts = []int{leader}
 	case PartitionLeader:
 		f.Hosts = []int{leader}
@@ -202,6 +237,9 @@ func (f Fault) String() string {
 	}
 	if len(f.Brokers) > 0 {
 		s += fmt.Sprintf(" brokers %v", f.Brokers)
+	}
+	if f.Kind == PowerLoss {
+		s += fmt.Sprintf(" %s seed %d", f.CutMode(), f.CutSeed)
 	}
 	if len(f.Cuts) > 0 {
 		cs := make([]string, len(f.Cuts))
@@ -301,12 +339,16 @@ func Generate(cfg Config) ([]Fault, error) {
 		shuffled := slices.Clone(hosts)
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 		switch f.Kind {
-		case Kill, Pause:
+		case Kill, Pause, PowerLoss:
 			// Half the time the active controller, to force a failover.
 			if rng.IntN(2) == 0 {
 				f.Leader = true
 			} else {
 				f.Hosts = []int{shuffled[0]}
+			}
+			if f.Kind == PowerLoss {
+				f.KeepPrefix = rng.IntN(2) == 0
+				f.CutSeed = rng.Uint64()
 			}
 		case PartitionLeader:
 			f.Leader = true

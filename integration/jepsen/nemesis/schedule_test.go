@@ -30,8 +30,15 @@ func TestParseKinds(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	kept, dropped := WithoutNetwork(AllKinds)
-	if !reflect.DeepEqual(kept, []Kind{Kill, Pause, BrokerCrash, HeartbeatFlap}) || len(dropped) != 4 {
+	if !reflect.DeepEqual(kept, []Kind{Kill, Pause, BrokerCrash, HeartbeatFlap, PowerLoss}) || len(dropped) != 4 {
 		t.Fatalf("kept %v dropped %v", kept, dropped)
+	}
+	kept, dropped = WithoutDisk(AllKinds)
+	if slices.Contains(kept, PowerLoss) || !reflect.DeepEqual(dropped, []Kind{PowerLoss}) {
+		t.Fatalf("kept %v dropped %v", kept, dropped)
+	}
+	if got, err := ParseKinds("process"); err != nil || !reflect.DeepEqual(got, []Kind{Kill, Pause, PowerLoss}) {
+		t.Fatalf("process = %v, %v", got, err)
 	}
 }
 
@@ -51,6 +58,42 @@ func TestGenerateIsSeeded(t *testing.T) {
 	}
 	if reflect.DeepEqual(a, c) {
 		t.Fatal("seeds 42 and 43 gave the same schedule")
+	}
+	// Power losses are in it, their outcome and random source drawn
+	// from the seed too.
+	var pa, pc []Fault
+	for _, f := range a {
+		if f.Kind == PowerLoss {
+			pa = append(pa, f)
+		}
+	}
+	for _, f := range c {
+		if f.Kind == PowerLoss {
+			pc = append(pc, f)
+		}
+	}
+	if len(pa) == 0 || len(pc) == 0 {
+		t.Fatalf("no power-loss fault in seed 42's schedule (%d) or 43's (%d)", len(pa), len(pc))
+	}
+	if pa[0].CutSeed == 0 || pa[0].CutSeed == pc[0].CutSeed {
+		t.Fatalf("power-loss cut seeds %d (seed 42) and %d (seed 43)", pa[0].CutSeed, pc[0].CutSeed)
+	}
+	modes := map[bool]bool{}
+	for _, f := range append(pa, pc...) {
+		modes[f.KeepPrefix] = true
+		if !strings.Contains(f.String(), f.CutMode()+" seed ") {
+			t.Fatalf("%v does not name its cut", f)
+		}
+	}
+	if len(modes) != 2 {
+		t.Errorf("power losses with one outcome only: %v", append(pa, pc...))
+	}
+	only := cfg(42)
+	only.Kinds = []Kind{PowerLoss}
+	x, _ := Generate(only)
+	y, _ := Generate(only)
+	if len(x) == 0 || !reflect.DeepEqual(x, y) {
+		t.Fatalf("power-loss schedules %v and %v", x, y)
 	}
 }
 
@@ -112,7 +155,7 @@ func checkFault(t *testing.T, f Fault) {
 		}
 	}
 	switch f.Kind {
-	case Kill, Pause:
+	case Kill, Pause, PowerLoss:
 		if len(f.Hosts) != 1 || len(f.Cuts) != 0 {
 			t.Fatalf("%v: want one host, no cuts", f)
 		}
@@ -236,6 +279,12 @@ func (c *fakeCluster) CrashBroker(_ context.Context, id int) error {
 func (c *fakeCluster) RestartBroker(_ context.Context, id int) error {
 	return c.call(fmt.Sprint("restart broker ", id))
 }
+func (c *fakeCluster) PowerLoss(_ context.Context, h int, keepPrefix bool, seed uint64) (string, error) {
+	return "cut", c.call(fmt.Sprint("power loss ", h, " ", keepPrefix, " ", seed))
+}
+func (c *fakeCluster) PowerRestore(_ context.Context, h int) error {
+	return c.call(fmt.Sprint("power restore ", h))
+}
 func (c *fakeCluster) SetHeartbeats(_ context.Context, id int, on bool) error {
 	return c.call(fmt.Sprint("heartbeats ", id, " ", on))
 }
@@ -327,5 +376,23 @@ func TestRunnerHealsWhenStopped(t *testing.T) {
 	}
 	if ev := tl.Events(); len(ev) != 2 || ev[1].Phase != history.Heal {
 		t.Fatalf("timeline:\n%s", tl.Text())
+	}
+}
+
+func TestRunnerPowerLoss(t *testing.T) {
+	schedule := []Fault{{ID: 1, Kind: PowerLoss, Leader: true, For: 5 * time.Millisecond, KeepPrefix: true, CutSeed: 77}}
+	fc := &fakeCluster{leader: 3}
+	tl := NewTimeline(nil, nil)
+	r := &Runner{Cluster: fc, Timeline: tl}
+	if err := r.Run(context.Background(), schedule); err != nil {
+		t.Fatal(err)
+	}
+	if calls, want := fc.Calls(), []string{"leader", "power loss 3 true 77", "power restore 3"}; !reflect.DeepEqual(calls, want) {
+		t.Fatalf("calls = %q, want %q", calls, want)
+	}
+	text := tl.Text()
+	if !strings.Contains(text, "cut the power of the disk of the voter on 127.0.0.3 (keep-prefix, seed 77), kill -9 it: cut") ||
+		!strings.Contains(text, "mount the disk again on what survived, restart the voter") {
+		t.Fatalf("timeline:\n%s", text)
 	}
 }

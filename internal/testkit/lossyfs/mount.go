@@ -21,6 +21,10 @@ type Options struct {
 	// Debug logs every FUSE request and answer (go-fuse's debug output,
 	// to the standard logger).
 	Debug bool
+	// AllowOther lets processes of other users and groups use the mount
+	// (FUSE refuses them otherwise, even root under another group id).
+	// Without root it needs user_allow_other in /etc/fuse.conf.
+	AllowOther bool
 }
 
 // FS is a lossy file system over a backing directory, mounted at a mount
@@ -88,6 +92,7 @@ func (f *FS) Mount() error {
 		DisableXAttrs:      true, // or the kernel asks for security.capability before every write
 		DisableReadDirPlus: true,
 		Debug:              f.opts.Debug,
+		AllowOther:         f.opts.AllowOther,
 	})
 	if err != nil {
 		return fmt.Errorf("lossyfs: mount %s: %w", f.dir, err)
