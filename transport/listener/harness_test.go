@@ -99,14 +99,11 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 	streams := make([]*raftnet.StreamLayer, 3)
 	lns := make([]net.Listener, 3)
 	for i := range 3 {
-		s, err := c.openRaft(i, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := c.openListener(i, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Ports below the ephemeral range: a voter stopped and started
+		// again reopens them, and an ephemeral one could meanwhile be the
+		// local port of another connection on the host.
+		s := testkit.BindOutsideEphemeral(t, "127.0.0.1", func(addr string) (*raftnet.StreamLayer, error) { return c.openRaft(i, addr) })
+		ln := testkit.BindOutsideEphemeral(t, "127.0.0.1", func(addr string) (net.Listener, error) { return c.openListener(i, addr) })
 		streams[i], lns[i] = s, ln
 		id := int32(1001 + i)
 		c.ids = append(c.ids, id)
