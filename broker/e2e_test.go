@@ -17,6 +17,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
 	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
@@ -61,14 +62,10 @@ func newE2ECluster(t *testing.T, session time.Duration) *e2eCluster {
 	streams := make([]*raftnet.StreamLayer, 3)
 	lns := make([]net.Listener, 3)
 	for i := range 3 {
-		s, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Below the ephemeral range: a voter stopped and started again
+		// reopens its port (see testkit.BindOutsideEphemeral).
+		s := testkit.BindOutsideEphemeral(t, "127.0.0.1", func(addr string) (*raftnet.StreamLayer, error) { return raftnet.NewTCPStreamLayer(addr, "") })
+		ln := testkit.BindOutsideEphemeral(t, "127.0.0.1", func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) })
 		streams[i], lns[i] = s, ln
 		id := int32(1001 + i)
 		raftPeers = append(raftPeers, controller.Peer{ID: id, Addr: s.Addr().String()})

@@ -174,10 +174,9 @@ func newCluster(t testing.TB, n int, session time.Duration, zkAddr string, stead
 	c := &cluster{t: t, session: session, zkAddr: zkAddr, steady: steady}
 	streams := make([]*raftnet.StreamLayer, n)
 	for i := range n {
-		s, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Below the ephemeral range: a voter stopped and started again
+		// reopens its port (see testkit.BindOutsideEphemeral).
+		s := testkit.BindOutsideEphemeral(t, "127.0.0.1", func(addr string) (*raftnet.StreamLayer, error) { return raftnet.NewTCPStreamLayer(addr, "") })
 		streams[i] = s
 		c.peers = append(c.peers, controller.Peer{ID: int32(i + 1), Addr: s.Addr().String()})
 		c.dirs = append(c.dirs, t.TempDir())
