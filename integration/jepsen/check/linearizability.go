@@ -1,12 +1,15 @@
 package check
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -490,17 +493,18 @@ func illegalSegment(sg segment, best []porcupine.Operation) Violation {
 // splitByTopic groups porcupine operations by topic, returning the topics
 // in name order.
 func splitByTopic(ops []porcupine.Operation) ([]string, map[string][]porcupine.Operation) {
-	by := map[string][]porcupine.Operation{}
+	return groupOps(ops, func(in linInput) string { return in.Topic })
+}
+
+// groupOps groups porcupine operations by a key of their input, and
+// returns the keys in order.
+func groupOps[K cmp.Ordered](ops []porcupine.Operation, key func(linInput) K) ([]K, map[K][]porcupine.Operation) {
+	by := map[K][]porcupine.Operation{}
 	for _, op := range ops {
-		t := op.Input.(linInput).Topic
-		by[t] = append(by[t], op)
+		k := key(op.Input.(linInput))
+		by[k] = append(by[k], op)
 	}
-	topics := make([]string, 0, len(by))
-	for t := range by {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
-	return topics, by
+	return slices.Sorted(maps.Keys(by)), by
 }
 
 // faultAnnotations turns the fault timeline into porcupine annotations: one

@@ -1366,16 +1366,7 @@ func topicModel() porcupine.Model {
 
 // partitionBySegment splits the history by segment, in segment order.
 func partitionBySegment(ops []porcupine.Operation) [][]porcupine.Operation {
-	by := map[int][]porcupine.Operation{}
-	for _, op := range ops {
-		s := op.Input.(linInput).Seg
-		by[s] = append(by[s], op)
-	}
-	segs := make([]int, 0, len(by))
-	for s := range by {
-		segs = append(segs, s)
-	}
-	sort.Ints(segs)
+	segs, by := groupOps(ops, func(in linInput) int { return in.Seg })
 	out := make([][]porcupine.Operation, len(segs))
 	for i, s := range segs {
 		out[i] = by[s]
