@@ -107,11 +107,17 @@ log of --open-entries entries.
 		cfg.LogStore = &variants[0]
 	}
 	rep, err := benchkit.Run(ctx, cfg)
+	return printReport(rep, err, *jsonOut, start, stdout, stderr)
+}
+
+// printReport prints a benchmark's report as a table or JSON, or the error
+// that ended it, and returns the exit code.
+func printReport(rep interface{ WriteTable(io.Writer) }, err error, jsonOut bool, start time.Time, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "ctrlnode bench: %v (after %v)\n", err, time.Since(start).Round(time.Second))
 		return exitFailed
 	}
-	if *jsonOut {
+	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
@@ -135,16 +141,5 @@ func compareLogStores(ctx context.Context, cfg benchkit.LogStoreConfig, quick, j
 		cfg.Rounds, cfg.Batches, cfg.Singles, cfg.OpenEntries = 2, 20, 30, min(max(cfg.OpenEntries, -1), 20_000)
 	}
 	rep, err := benchkit.RunLogStores(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "ctrlnode bench: %v (after %v)\n", err, time.Since(start).Round(time.Second))
-		return exitFailed
-	}
-	if jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-		return exitOK
-	}
-	rep.WriteTable(stdout)
-	return exitOK
+	return printReport(rep, err, jsonOut, start, stdout, stderr)
 }
