@@ -163,6 +163,10 @@ type event struct {
 	// loop's own multi-event work (a rebalance's runs) goes on this way.
 	then func(eventResult) *event
 	done chan eventResult
+	// fromCaller: a caller queued the event through enqueue and waits for
+	// it; the loop's own events (activation, resumption, ticks, broker
+	// responses) leave it false.
+	fromCaller bool
 }
 
 // newEvent makes an event stamped with the time it is queued.
@@ -186,7 +190,7 @@ func (c *Controller) enqueue(ctx context.Context, name string, compute computeFu
 		return call{err: ErrNotController}
 	}
 	ev := c.newEvent(name, compute)
-	ev.finish = finish
+	ev.finish, ev.fromCaller = finish, true
 	select {
 	case a.events <- ev:
 		return call{ev: ev, act: a}

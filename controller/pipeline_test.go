@@ -128,8 +128,6 @@ type pipelineEnv struct {
 	computed chan bool
 }
 
-var loopsOwnEvent = map[string]bool{"activate": true, "resume": true, "session-check": true, "stop-replica-response": true}
-
 func newPipelineEnv(t *testing.T, configure func(*Config)) *pipelineEnv {
 	e := &pipelineEnv{t: t, ctx: context.Background(), computed: make(chan bool, 64), sender: NewRecordingSender(), epochs: map[int32]int64{}}
 	e.fsm = fsm.New(fsm.Options{Halt: func(err error) { t.Errorf("fsm halted: %v", err) }})
@@ -141,12 +139,12 @@ func newPipelineEnv(t *testing.T, configure func(*Config)) *pipelineEnv {
 	}
 	e.c = New(cfg)
 	// The loop's own events (activation, the resumption queued once the
-	// controller is ready, session checks on a real-time ticker, broker
-	// responses) can be computed at any point of a test: only the events
-	// the test's callers submitted are counted.
+	// controller is ready, ticks on a real-time ticker, broker responses)
+	// can be computed at any point of a test: only the events the test's
+	// callers submitted are counted.
 	e.c.computed = func(events []*event, over bool) {
 		for _, ev := range events {
-			if !loopsOwnEvent[ev.name] {
+			if ev.fromCaller {
 				e.computed <- over
 			}
 		}
