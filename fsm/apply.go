@@ -49,6 +49,8 @@ func applyRecord(im store, idx uint64, r rl.Record) error {
 		return applyDeleteScramCredential(im, rec)
 	case *rl.AclChange:
 		return applyAclChange(im, rec)
+	case *rl.BrokerConfig:
+		return applyBrokerConfig(im, rec)
 	}
 	// The codec only produces the types above; a new type added there
 	// without an apply function must not be skipped silently.

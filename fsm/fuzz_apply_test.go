@@ -37,6 +37,7 @@ func FuzzApply(f *testing.F) {
 		{&rl.FenceBroker{BrokerID: 1, BrokerEpoch: 1}, &rl.BeginDeleteTopic{TopicID: id}},
 		{scramRecord("alice", rl.ScramSHA256), &rl.DeleteScramCredential{User: "alice", Mechanism: rl.ScramSHA256}},
 		{&rl.AclChange{Add: []rl.AclRule{rule("User:a", rl.OpRead)}}},
+		{&rl.BrokerConfig{Broker: "1", Key: "min.insync.replicas", Value: "2"}, &rl.BrokerConfig{Key: "x", Delete: true}},
 	} {
 		b, err := rl.EncodeBatch(recs)
 		if err != nil {
@@ -287,6 +288,12 @@ func applySeeds(t testing.TB) []applySeed {
 			entry(&rl.AclChange{Add: []rl.AclRule{rule("User:alice", rl.OpRead), rule("User:bob", rl.OpCreate)}}),
 			entry(&rl.DeleteScramCredential{User: "alice", Mechanism: rl.ScramSHA256}),
 			entry(&rl.AclChange{Remove: []rl.AclRule{rule("User:alice", rl.OpRead)}}),
+		}},
+		{name: "broker-configs", entries: [][]byte{
+			entry(&rl.BrokerConfig{Broker: "", Key: "auto.leader.rebalance.enable", Value: "false"},
+				&rl.BrokerConfig{Broker: "2", Key: "min.insync.replicas", Value: "2"}),
+			entry(&rl.BrokerConfig{Broker: "2", Key: "min.insync.replicas", Value: "3"}),
+			entry(&rl.BrokerConfig{Broker: "", Key: "auto.leader.rebalance.enable", Delete: true}),
 		}},
 		{name: "refused", refused: true, entries: [][]byte{
 			entry(&rl.FenceBroker{BrokerID: 1, BrokerEpoch: 99}, &rl.ControllerEpoch{Epoch: 1, NodeID: 1001}),

@@ -138,6 +138,7 @@ type Image struct {
 	appliedIndex uint64
 	snapGen      uint64
 	sec          *Security
+	bcfg         *BrokerConfigs
 	// frozen counts the frozen views (snapshots being written, state
 	// hashes) that may still read topics of an older generation.
 	frozen int
@@ -154,6 +155,7 @@ func newImage() *Image {
 		topics:         map[raftlog.TopicID]*Topic{},
 		byName:         map[string]raftlog.TopicID{},
 		sec:            emptySecurity,
+		bcfg:           emptyBrokerConfigs,
 	}
 }
 

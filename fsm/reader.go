@@ -26,6 +26,9 @@ type Reader interface {
 	NumPartitions() int
 	// Security returns the credentials and authorization rules.
 	Security() *Security
+	// BrokerConfigs returns the dynamic broker configs and the cluster
+	// defaults.
+	BrokerConfigs() *BrokerConfigs
 }
 
 var (

@@ -23,6 +23,8 @@ import (
 //	                    then its partitions in the compact form below
 //	         (format 2 on) SCRAM credential count | credentials (msgpack each)
 //	         ACL rule count | rules (msgpack each)
+//	         (format 3 on) broker config resource count |
+//	         resources (msgpack each: broker name, configs)
 //	trailer: CRC-32C of header and body (4 bytes, big endian)
 //
 // Partitions use a hand-rolled varint form rather than msgpack: they are
@@ -31,7 +33,7 @@ import (
 // is canonical: brokers sorted by id, topics by id, partitions by number.
 const (
 	snapshotMagic         = "CQSNAP"
-	snapshotFormatVersion = 2
+	snapshotFormatVersion = 3
 	// maxEntryBytes bounds one length-prefixed broker or topic header.
 	maxEntryBytes = 16 << 20
 )
@@ -73,6 +75,7 @@ type frozenImage struct {
 	brokers         []*Broker
 	topics          []*Topic
 	sec             *Security
+	bcfg            *BrokerConfigs
 }
 
 // freeze must run under the write lock: it starts a new snapshot
@@ -88,6 +91,7 @@ func (im *Image) freeze() *frozenImage {
 		brokers:         make([]*Broker, 0, len(im.brokers)),
 		topics:          make([]*Topic, 0, len(im.topics)),
 		sec:             im.sec,
+		bcfg:            im.bcfg,
 	}
 	for _, b := range im.brokers {
 		fr.brokers = append(fr.brokers, b)
@@ -174,6 +178,7 @@ func (fr *frozenImage) writeBody(w io.Writer) error {
 		c.flushIfFull()
 	}
 	writeSecurity(c, fr.sec)
+	writeBrokerConfigs(c, fr.bcfg)
 	c.flush()
 	return c.err
 }
@@ -208,7 +213,8 @@ type reader struct {
 	err    error
 	ints   []int32
 	states []rl.ReplicaState
-	// version is the snapshot's format version: 1 has no security section.
+	// version is the snapshot's format version: 1 has no security
+	// section, 2 no broker config section.
 	version byte
 }
 
@@ -396,6 +402,9 @@ func readBody(r *reader) (*Image, error) {
 	}
 	if r.err == nil && r.version >= 2 {
 		im.sec = readSecurity(r)
+	}
+	if r.err == nil && r.version >= 3 {
+		im.bcfg = readBrokerConfigs(r)
 	}
 	if r.err != nil {
 		return nil, r.err

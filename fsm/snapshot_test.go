@@ -38,6 +38,9 @@ func richFSM(t testing.TB) *testFSM {
 		&rl.BeginDeleteTopic{TopicID: other})
 	tf.mustCommit(scramRecord("bob", rl.ScramSHA512), scramRecord("alice", rl.ScramSHA256), scramRecord("alice", rl.ScramSHA512))
 	tf.mustCommit(&rl.AclChange{Add: []rl.AclRule{rule("User:bob", rl.OpCreate), rule("User:alice", rl.OpDescribe)}})
+	tf.mustCommit(&rl.BrokerConfig{Broker: "2", Key: "min.insync.replicas", Value: "2"},
+		&rl.BrokerConfig{Broker: "", Key: "auto.leader.rebalance.enable", Value: "false"},
+		&rl.BrokerConfig{Broker: "", Key: "leader.imbalance.check.interval.seconds", Value: "30"})
 	return tf
 }
 
@@ -65,6 +68,10 @@ func TestSnapshotRestoreSameHash(t *testing.T) {
 		}
 		if sec := im.Security(); len(sec.ScramCredentials("alice")) != 2 || len(sec.Rules()) != 2 {
 			t.Fatalf("security lost: %d alice credentials, %d rules", len(sec.ScramCredentials("alice")), len(sec.Rules()))
+		}
+		bc := im.BrokerConfigs()
+		if v, _ := bc.Config("2", "min.insync.replicas"); v != "2" || len(bc.Configs(ClusterDefault)) != 2 {
+			t.Fatalf("broker configs lost: broker 2 %v, cluster default %v", bc.Configs("2"), bc.Configs(ClusterDefault))
 		}
 	})
 	// The restored image keeps accepting the same log as the source.
@@ -158,8 +165,8 @@ func (*memSink) Close() error  { return nil }
 // re-snapshot restores to an image of the same state hash and applied
 // index, and snapshots to the same bytes. The input itself need not
 // come back byte for byte (a varint or a msgpack integer may be written
-// longer than the writer writes it, a format 1 snapshot comes back as
-// format 2), except when it is known to be a snapshot written by this
+// longer than the writer writes it, an older format comes back as the
+// current one), except when it is known to be a snapshot written by this
 // format version: the seeds below and the corpus files named snapshot-*.
 // A refused restore leaves the image as it was.
 //
@@ -250,30 +257,34 @@ type restoreSeed struct {
 
 // restoreSeeds are real snapshots: an empty image, a small one, one that
 // uses every part of the format, the small one in format 1 (no security
-// section), which a restore reads and a snapshot rewrites as format 2,
-// and the rich one cut in half with its checksum made to match, which
-// the body decoder refuses.
+// section) and in format 2 (no broker config section), which a restore
+// reads and a snapshot rewrites in the current format, and the rich one
+// cut in half with its checksum made to match, which the body decoder
+// refuses.
 func restoreSeeds(t testing.TB) []restoreSeed {
 	snap := func(tf *testFSM) []byte { return snapshotBytes(t, tf.WriteSnapshot) }
 	small := newTestFSM(t)
 	small.seed(3, 1, 2, 3)
 	smallSnap := snap(small)
-	// Format 1 is format 2 without the security section, here two empty
-	// counts.
+	// Format 2 is format 3 without the broker config section, and format
+	// 1 is format 2 without the security section: here three empty counts.
 	body := smallSnap[:len(smallSnap)-4]
-	if !bytes.HasSuffix(body, []byte{0, 0}) {
-		t.Fatalf("the small image's snapshot does not end in an empty security section: %x", smallSnap)
+	if !bytes.HasSuffix(body, []byte{0, 0, 0}) {
+		t.Fatalf("the small image's snapshot does not end in empty security and broker config sections: %x", smallSnap)
 	}
-	v1 := append([]byte(nil), body[:len(body)-2]...)
-	v1[len(snapshotMagic)] = 1
-	v1 = withChecksum(append(v1, 0, 0, 0, 0))
+	older := func(version byte, cut int) []byte {
+		b := append([]byte(nil), body[:len(body)-cut]...)
+		b[len(snapshotMagic)] = version
+		return withChecksum(append(b, 0, 0, 0, 0))
+	}
 	rich := snap(richFSM(t))
 	cut := withChecksum(append(append([]byte(nil), rich[:len(rich)/2]...), 0, 0, 0, 0))
 	return []restoreSeed{
 		{name: "snapshot-empty", data: snap(newTestFSM(t)), written: true},
 		{name: "snapshot-small", data: smallSnap, written: true},
 		{name: "snapshot-rich", data: rich, written: true},
-		{name: "format1-small", data: v1},
+		{name: "format1-small", data: older(1, 3)},
+		{name: "format2-small", data: older(2, 1)},
 		{name: "cut-rich", data: cut, refused: true},
 	}
 }

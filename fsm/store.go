@@ -39,6 +39,10 @@ type store interface {
 	// installs a new set (a Security is never changed in place).
 	security() *Security
 	setSecurity(s *Security)
+	// brokerConfigs returns the dynamic broker configs; setBrokerConfigs
+	// installs a new set (a BrokerConfigs is never changed in place).
+	brokerConfigs() *BrokerConfigs
+	setBrokerConfigs(c *BrokerConfigs)
 }
 
 func (im *Image) topic(id rl.TopicID) *Topic {

@@ -48,7 +48,8 @@ type Txn struct {
 	ctrlSet bool
 	ctrl    [2]int32
 	delta   int
-	sec     *Security // nil: the base's
+	sec     *Security      // nil: the base's
+	bcfg    *BrokerConfigs // nil: the base's
 	records []rl.Record
 	// n counts the staged records as Len does.
 	n int
@@ -209,7 +210,7 @@ func (tx *Txn) absorb(c *Txn) {
 		// The common case of one big event: take its maps as they are.
 		tx.topics, tx.names, tx.brokers, tx.stages = c.topics, c.names, c.brokers, c.stages
 		tx.ctrlSet, tx.ctrl, tx.delta = c.ctrlSet, c.ctrl, c.delta
-		tx.sec = c.sec
+		tx.sec, tx.bcfg = c.sec, c.bcfg
 		tx.records = append(tx.records, c.records...)
 		return
 	}
@@ -247,6 +248,9 @@ func (tx *Txn) absorb(c *Txn) {
 	if c.sec != nil {
 		tx.sec = c.sec
 	}
+	if c.bcfg != nil {
+		tx.bcfg = c.bcfg
+	}
 	tx.records = append(tx.records, c.records...)
 }
 
@@ -255,7 +259,7 @@ func (tx *Txn) Empty() bool { return tx.isEmpty() }
 
 func (tx *Txn) isEmpty() bool {
 	return len(tx.topics) == 0 && len(tx.names) == 0 && len(tx.brokers) == 0 && len(tx.stages) == 0 &&
-		!tx.ctrlSet && tx.delta == 0 && tx.sec == nil
+		!tx.ctrlSet && tx.delta == 0 && tx.sec == nil && tx.bcfg == nil
 }
 
 // Records returns the staged records in the order they were applied.

@@ -43,6 +43,8 @@ func sampleRecords() []Record {
 			PatternType: PatternPrefixed, Operation: OpCreate, Permission: PermissionAllow}},
 			Remove: []AclRule{{Principal: "User:bob", Host: "*", ResourceType: ResourceCluster, ResourceName: ClusterResourceName,
 				PatternType: PatternLiteral, Operation: OpAlter, Permission: PermissionDeny}}},
+		&BrokerConfig{Broker: "3", Key: "min.insync.replicas", Value: "2"},
+		&BrokerConfig{Broker: "", Key: "auto.leader.rebalance.enable", Delete: true},
 		&PartitionChanges{TopicID: tid, Changes: []PartitionDelta{
 			{Partition: 5, PartitionEpoch: 11, Set: ChangeLeader | ChangeISR, Leader: 2, ISR: []int32{2, 3}},
 			{Partition: 6, PartitionEpoch: 3, Set: ChangeISR, Leader: 1, ISR: []int32{}},
@@ -258,7 +260,8 @@ func FuzzDecodeRecord(f *testing.F) {
 // corpusBatches are the entries the controller writes, in its shapes: a
 // topic's creation, a broker's registration and unfencing, a fence round
 // that moves leaders off a broker, a reassignment's start, a controller
-// taking over, and a credential and rules being set.
+// taking over, a credential and rules being set, and a dynamic broker
+// config and a cluster default being changed.
 func corpusBatches() map[string][]Record {
 	reps := []int32{1, 2, 3}
 	refs := func(brokers ...int32) []ReplicaRef {
@@ -310,7 +313,11 @@ func corpusBatches() map[string][]Record {
 		},
 		"controller-epoch": {&ControllerEpoch{Epoch: 3, NodeID: 1002}},
 		"security":         sec,
-		"empty":            {},
+		"broker-config": {
+			&BrokerConfig{Broker: "", Key: "auto.leader.rebalance.enable", Value: "false"},
+			&BrokerConfig{Broker: "2", Key: "min.insync.replicas", Delete: true},
+		},
+		"empty": {},
 	}
 }
 
@@ -319,8 +326,8 @@ var writeFuzzCorpus = flag.Bool("write-fuzz-corpus", false, "write the seed corp
 // TestFuzzCorpus checks that the corpus seeds decode back to the records
 // they were made of; with -write-fuzz-corpus it writes them to
 // testdata/fuzz: each batch for FuzzDecodeBatch, the records of the
-// topic creation and the security batch for FuzzDecodeRecord (the first
-// of each type).
+// topic creation, the security batch and the broker-config batch for
+// FuzzDecodeRecord (the first of each type).
 func TestFuzzCorpus(t *testing.T) {
 	batches := corpusBatches()
 	for name, recs := range batches {
@@ -342,7 +349,7 @@ func TestFuzzCorpus(t *testing.T) {
 		}
 	}
 	seen := map[RecordType]bool{}
-	for _, name := range []string{"create-topic", "security"} {
+	for _, name := range []string{"create-topic", "security", "broker-config"} {
 		for _, r := range batches[name] {
 			if seen[r.Type()] {
 				continue

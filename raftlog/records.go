@@ -27,6 +27,8 @@ const (
 	TypeDeleteScramCredential RecordType = 16
 	TypeAclChange             RecordType = 17
 	TypePartitionChanges      RecordType = 18
+
+	TypeBrokerConfig RecordType = 20
 )
 
 var recordTypeNames = map[RecordType]string{
@@ -49,6 +51,8 @@ var recordTypeNames = map[RecordType]string{
 	TypeDeleteScramCredential: "DeleteScramCredential",
 	TypeAclChange:             "AclChange",
 	TypePartitionChanges:      "PartitionChanges",
+
+	TypeBrokerConfig: "BrokerConfig",
 }
 
 func (t RecordType) String() string {
@@ -148,6 +152,19 @@ const (
 	ChangeReplicas
 	ChangeReassignment
 )
+
+// BrokerConfig sets (or with Delete removes) one dynamic broker config
+// key, Kafka's ConfigRecord for a BROKER resource: Broker is the broker id
+// in decimal, or empty for the cluster-wide default every broker falls
+// back to. A broker id need not be registered, as in Kafka: an operator
+// may configure a broker before it first starts.
+type BrokerConfig struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Broker   string
+	Key      string
+	Value    string
+	Delete   bool
+}
 
 // PartitionChange changes a partition's leader, ISR, assignment or ongoing
 // reassignment. It carries the partition epoch it was computed from and
@@ -256,6 +273,8 @@ func (*ScramCredential) Type() RecordType       { return TypeScramCredential }
 func (*DeleteScramCredential) Type() RecordType { return TypeDeleteScramCredential }
 func (*AclChange) Type() RecordType             { return TypeAclChange }
 
+func (*BrokerConfig) Type() RecordType { return TypeBrokerConfig }
+
 // recordVersions is the newest version of each type this binary knows. A
 // record with a higher version is refused.
 var recordVersions = map[RecordType]uint8{
@@ -278,6 +297,8 @@ var recordVersions = map[RecordType]uint8{
 	TypeDeleteScramCredential: 1,
 	TypeAclChange:             1,
 	TypePartitionChanges:      1,
+
+	TypeBrokerConfig: 1,
 }
 
 // newRecord returns a zero record of type t, or nil if t is unknown.
@@ -319,6 +340,8 @@ func newRecord(t RecordType) Record {
 		return &AclChange{}
 	case TypePartitionChanges:
 		return &PartitionChanges{}
+	case TypeBrokerConfig:
+		return &BrokerConfig{}
 	}
 	return nil
 }
