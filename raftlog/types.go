@@ -1,8 +1,10 @@
 package raftlog
 
 import (
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strings"
 )
 
 // NoLeader is the leader id of a partition that has none.
@@ -15,14 +17,33 @@ type TopicID [16]byte
 // IsZero reports whether the id is unset.
 func (id TopicID) IsZero() bool { return id == TopicID{} }
 
-func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
+// String prints the id as Kafka prints a Uuid: URL-safe base64 without
+// padding, 22 characters.
+func (id TopicID) String() string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
-// ParseTopicID parses the 32 hex digits that String prints.
+// ParseTopicID parses what String prints, and the forms a user may paste
+// from older output or other tools: padded URL-safe or standard base64, and
+// 32 hex digits (with or without a UUID's dashes).
 func ParseTopicID(s string) (TopicID, error) {
 	var id TopicID
-	b, err := hex.DecodeString(s)
+	t := strings.TrimSpace(s)
+	var b []byte
+	var err error
+	switch {
+	case len(t) == 22 || (len(t) == 24 && strings.HasSuffix(t, "==")):
+		t = strings.TrimRight(t, "=")
+		if strings.ContainsAny(t, "+/") {
+			b, err = base64.RawStdEncoding.DecodeString(t)
+		} else {
+			b, err = base64.RawURLEncoding.DecodeString(t)
+		}
+	case len(t) == 32 || (len(t) == 36 && strings.Count(t, "-") == 4):
+		b, err = hex.DecodeString(strings.ReplaceAll(t, "-", ""))
+	default:
+		err = fmt.Errorf("bad length")
+	}
 	if err != nil || len(b) != len(id) {
-		return id, fmt.Errorf("topic id %q: want 32 hex digits", s)
+		return id, fmt.Errorf("topic id %q: want 22 characters of URL-safe base64 (or 32 hex digits)", s)
 	}
 	copy(id[:], b)
 	return id, nil

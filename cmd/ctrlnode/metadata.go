@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 type partMeta struct {
@@ -26,11 +27,11 @@ type topicMeta struct {
 	Partitions []partMeta // by partition
 }
 
-// topicID is a topic id as the admin commands print it: base64, as
-// Kafka's tools do.
+// topicID is a topic id as the admin commands print it: URL-safe base64
+// without padding, as Kafka's tools print a Uuid.
 type topicID [16]byte
 
-func (t topicID) String() string { return base64.StdEncoding.EncodeToString(t[:]) }
+func (t topicID) String() string { return rl.TopicID(t).String() }
 
 func (t topicMeta) partition(p int32) (partMeta, bool) {
 	for _, pm := range t.Partitions {

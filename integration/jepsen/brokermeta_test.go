@@ -187,7 +187,7 @@ func TestMetadataView(t *testing.T) {
 	at := time.Unix(100, 0)
 	v := metadataView(4, "127.0.0.1:1", at, resp)
 	want := check.MetadataView{Node: 4, Addr: "127.0.0.1:1", Time: at, Brokers: []int32{1, 4}, Topics: []check.MetaTopic{{
-		Name: "jt-0001", ID: "000000000000000000000000000000ab",
+		Name: "jt-0001", ID: "AAAAAAAAAAAAAAAAAAAAqw",
 		Partitions: []check.MetaPartition{{Partition: 2, Leader: 4, LeaderEpoch: 9, Replicas: []int32{4, 1}, ISR: []int32{4}}},
 	}}}
 	if !reflect.DeepEqual(v, want) {

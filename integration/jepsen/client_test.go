@@ -2,7 +2,6 @@ package jepsen
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/history"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 // Every connection of the test leaves from clientIP.
@@ -97,12 +97,13 @@ func newClient(seeds []string, id string, hooks ...kgo.Hook) (*kgo.Client, error
 	return kgo.NewClient(opts...)
 }
 
-// topicID is a topic id as the history writes it (hex), "" for none.
+// topicID is a topic id as the history writes it (as Kafka prints a Uuid,
+// like the brokers' observations), "" for none.
 func topicID(id [16]byte) string {
 	if id == [16]byte{} {
 		return ""
 	}
-	return hex.EncodeToString(id[:])
+	return rl.TopicID(id).String()
 }
 
 var errNoController = errors.New("no voter answered as the active controller")

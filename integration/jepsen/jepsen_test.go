@@ -285,7 +285,7 @@ func TestObservationFromControlRecord(t *testing.T) {
 		Accepted: false, ErrorCode: kerr.StaleControllerEpoch.Code}
 	o := Observation(2, "inc-1", rec)
 	want := history.Observation{Broker: 2, Incarnation: "inc-1", Seq: 4, Time: at, Request: history.LeaderAndIsr, ControllerID: 1002,
-		ControllerEpoch: 3, BrokerEpoch: 17, Topic: "t", TopicID: "000000000000000000000000000000ab", Partition: 1, Leader: 2,
+		ControllerEpoch: 3, BrokerEpoch: 17, Topic: "t", TopicID: "AAAAAAAAAAAAAAAAAAAAqw", Partition: 1, Leader: 2,
 		LeaderEpoch: 5, PartitionEpoch: 6, ISR: []int32{2, 3}, ErrorCode: kerr.StaleControllerEpoch.Code, Reason: "STALE_CONTROLLER_EPOCH"}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("got  %+v\nwant %+v", o, want)

@@ -53,7 +53,7 @@ func securityProtocolName(id int16) string {
 
 // EncodeKafkaUUID prints a topic id the way Kafka's Uuid.toString does:
 // URL-safe base64 without padding, 22 characters.
-func EncodeKafkaUUID(id rl.TopicID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+func EncodeKafkaUUID(id rl.TopicID) string { return id.String() }
 
 // DecodeKafkaUUID parses what EncodeKafkaUUID prints.
 func DecodeKafkaUUID(s string) (rl.TopicID, error) {
