@@ -356,6 +356,7 @@ func TestInFlightCap(t *testing.T) {
 		var handled atomic.Int32
 		cfg := Config{MaxInFlight: maxInFlight, APIs: map[int16]int16{3: 12}}
 		logs := logged(&cfg)
+		cfg.Logger.SetLevel(hclog.Debug) // the pause is per-connection chatter
 		cfg.Handler = HandlerFunc(func(_ context.Context, _ *Conn, req kmsg.Request) (kmsg.Response, error) {
 			if handled.Add(1) == 1 {
 				<-release

@@ -390,12 +390,14 @@ func (s *Server) readLoop(c net.Conn, session *Session, frames chan<- []byte, sl
 		default:
 			// Every slot is taken. Wait for the client's next bytes, which
 			// only go into the read buffer, and say once per connection
-			// that it is being held back; then wait for a slot.
+			// that it is being held back (at DEBUG: every pipelining client
+			// gets here on every connection, which is normal back-pressure;
+			// InFlightPauses counts it); then wait for a slot.
 			if !paused {
 				if err = s.awaitData(c, r, busy); err == nil {
 					paused = true
 					s.stats.inFlightPauses.Add(1)
-					log.Info("in-flight request limit reached: not reading more requests from this connection until a response is sent", "max_in_flight", s.cfg.MaxInFlight)
+					log.Debug("in-flight request limit reached: not reading more requests from this connection until a response is sent", "max_in_flight", s.cfg.MaxInFlight)
 				}
 			}
 			if err == nil {
