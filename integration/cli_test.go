@@ -116,6 +116,7 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"topics", "list", "--bootstrap", "127.0.0.1:1", "--timeout", "1s"}, 3, "cannot reach the cluster"},
 		{[]string{"quorum", "status", "--bootstrap", "127.0.0.1:1", "--timeout", "1s"}, 3, "cannot reach the cluster"},
 		{[]string{"state-hash", "--http", "127.0.0.1:1", "--wait", "0s"}, 3, "no voter could be read"},
+		{[]string{"state-hash", "--bootstrap", "127.0.0.1:1", "--wait", "0s"}, 2, "give them with --http"},
 	}
 	for _, tc := range cases {
 		r := ctl(t, nil, tc.args...)
