@@ -232,6 +232,26 @@ func (c *Controller) submit(ctx context.Context, name string, compute computeFun
 	return c.enqueue(ctx, name, compute, finish).wait(ctx)
 }
 
+// submitEach queues one event per item and then waits for each, so that
+// one bad item fails alone while the items still share the loop's group
+// commit. An item refused returns its error and queues nothing. The
+// values and errors come back in the items' order.
+func (c *Controller) submitEach(ctx context.Context, n int, name string, refused func(i int) error, compute func(i int) computeFunc) ([]any, []error) {
+	values, errs := make([]any, n), make([]error, n)
+	calls := make([]call, n)
+	for i := range n {
+		if errs[i] = refused(i); errs[i] == nil {
+			calls[i] = c.enqueue(ctx, name, compute(i), nil)
+		}
+	}
+	for i := range n {
+		if errs[i] == nil {
+			values[i], _, errs[i] = calls[i].wait(ctx)
+		}
+	}
+	return values, errs
+}
+
 // errLeadershipLost marks a proposal that failed because this node is no
 // longer the raft leader.
 var errLeadershipLost = errors.New("leadership lost")

@@ -52,11 +52,9 @@ type DeleteTopicResult struct {
 // NonExistentPartition, and the topic is removed. Its name is then free: a
 // topic created under it gets a new topic id.
 func (c *Controller) DeleteTopics(ctx context.Context, topics []DeleteTopic) []DeleteTopicResult {
-	out := make([]DeleteTopicResult, len(topics))
 	names := map[string]int{}
 	ids := map[rl.TopicID]int{}
-	for i, t := range topics {
-		out[i] = DeleteTopicResult{Name: t.Name, TopicID: t.TopicID}
+	for _, t := range topics {
 		if t.Name != "" {
 			names[t.Name]++
 		}
@@ -64,36 +62,31 @@ func (c *Controller) DeleteTopics(ctx context.Context, topics []DeleteTopic) []D
 			ids[t.TopicID]++
 		}
 	}
-	calls := make([]call, len(topics))
-	for i, t := range topics {
-		switch {
+	values, errs := c.submitEach(ctx, len(topics), "delete-topic", func(i int) error {
+		switch t := topics[i]; {
 		case t.Name != "" && !t.TopicID.IsZero():
-			out[i].Err = kafkaErr(kerr.InvalidRequest, "topic %q: give either a topic name or a topic id, not both", t.Name)
+			return kafkaErr(kerr.InvalidRequest, "topic %q: give either a topic name or a topic id, not both", t.Name)
 		case t.Name == "" && t.TopicID.IsZero():
-			out[i].Err = kafkaErr(kerr.InvalidRequest, "neither a topic name nor a topic id was given")
+			return kafkaErr(kerr.InvalidRequest, "neither a topic name nor a topic id was given")
 		case t.Name != "" && names[t.Name] > 1:
-			out[i].Err = kafkaErr(kerr.InvalidRequest, "topic %q appears more than once in the request", t.Name)
+			return kafkaErr(kerr.InvalidRequest, "topic %q appears more than once in the request", t.Name)
 		case !t.TopicID.IsZero() && ids[t.TopicID] > 1:
-			out[i].Err = kafkaErr(kerr.InvalidRequest, "topic id %s appears more than once in the request", t.TopicID)
+			return kafkaErr(kerr.InvalidRequest, "topic id %s appears more than once in the request", t.TopicID)
 		}
-		if out[i].Err != nil {
-			continue
-		}
-		t := t
-		calls[i] = c.enqueue(ctx, "delete-topic", func(m *managers, w *work) (eventOutcome, error) {
+		return nil
+	}, func(i int) computeFunc {
+		t := topics[i]
+		return func(m *managers, w *work) (eventOutcome, error) {
 			return answer(m.replication.deleteTopic(w, t))
-		}, nil)
-	}
-	for i := range topics {
-		if out[i].Err != nil {
+		}
+	})
+	out := make([]DeleteTopicResult, len(topics))
+	for i, t := range topics {
+		if errs[i] != nil {
+			out[i] = DeleteTopicResult{Name: t.Name, TopicID: t.TopicID, Err: errs[i]}
 			continue
 		}
-		v, _, err := calls[i].wait(ctx)
-		if err != nil {
-			out[i].Err = err
-			continue
-		}
-		out[i] = v.(DeleteTopicResult)
+		out[i] = values[i].(DeleteTopicResult)
 	}
 	return out
 }

@@ -29,28 +29,24 @@ type CreatePartitionsResult struct {
 // is refused both times (INVALID_REQUEST), as Kafka does: which of the two
 // was meant cannot be told.
 func (c *Controller) CreatePartitions(ctx context.Context, reqs []CreatePartitions, validateOnly bool) []CreatePartitionsResult {
-	out := make([]CreatePartitionsResult, len(reqs))
 	seen := map[string]int{}
-	for i, r := range reqs {
+	for _, r := range reqs {
 		seen[r.Topic]++
-		out[i].Topic = r.Topic
 	}
-	calls := make([]call, len(reqs))
-	for i, r := range reqs {
-		if seen[r.Topic] > 1 {
-			out[i].Err = kafkaErr(kerr.InvalidRequest, "topic %q appears more than once in the request", r.Topic)
-			continue
+	_, errs := c.submitEach(ctx, len(reqs), "create-partitions", func(i int) error {
+		if seen[reqs[i].Topic] > 1 {
+			return kafkaErr(kerr.InvalidRequest, "topic %q appears more than once in the request", reqs[i].Topic)
 		}
-		r := r
-		calls[i] = c.enqueue(ctx, "create-partitions", func(m *managers, w *work) (eventOutcome, error) {
+		return nil
+	}, func(i int) computeFunc {
+		r := reqs[i]
+		return func(m *managers, w *work) (eventOutcome, error) {
 			return answer(nil, m.replication.createPartitions(w, r, validateOnly))
-		}, nil)
-	}
-	for i := range reqs {
-		if out[i].Err != nil {
-			continue
 		}
-		_, _, out[i].Err = calls[i].wait(ctx)
+	})
+	out := make([]CreatePartitionsResult, len(reqs))
+	for i, r := range reqs {
+		out[i] = CreatePartitionsResult{Topic: r.Topic, Err: errs[i]}
 	}
 	return out
 }

@@ -42,33 +42,28 @@ const (
 // CreateTopics creates topics, each as its own event: one bad topic fails
 // alone. With validateOnly nothing is committed, but every check runs.
 func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, validateOnly bool) []CreateTopicResult {
-	out := make([]CreateTopicResult, len(topics))
 	seen := map[string]int{}
-	for i, t := range topics {
+	for _, t := range topics {
 		seen[t.Name]++
-		out[i].Name = t.Name
 	}
-	calls := make([]call, len(topics))
-	for i, t := range topics {
-		if seen[t.Name] > 1 {
-			out[i].Err = kafkaErr(kerr.InvalidRequest, "topic %q appears more than once in the request", t.Name)
-			continue
+	values, errs := c.submitEach(ctx, len(topics), "create-topic", func(i int) error {
+		if seen[topics[i].Name] > 1 {
+			return kafkaErr(kerr.InvalidRequest, "topic %q appears more than once in the request", topics[i].Name)
 		}
-		t := t
-		calls[i] = c.enqueue(ctx, "create-topic", func(m *managers, w *work) (eventOutcome, error) {
+		return nil
+	}, func(i int) computeFunc {
+		t := topics[i]
+		return func(m *managers, w *work) (eventOutcome, error) {
 			return answer(m.replication.createTopic(w, t, validateOnly))
-		}, nil)
-	}
-	for i := range topics {
-		if out[i].Err != nil {
+		}
+	})
+	out := make([]CreateTopicResult, len(topics))
+	for i, t := range topics {
+		if errs[i] != nil {
+			out[i] = CreateTopicResult{Name: t.Name, Err: errs[i]}
 			continue
 		}
-		v, _, err := calls[i].wait(ctx)
-		if err != nil {
-			out[i].Err = err
-			continue
-		}
-		out[i] = v.(CreateTopicResult)
+		out[i] = values[i].(CreateTopicResult)
 	}
 	return out
 }
