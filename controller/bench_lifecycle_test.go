@@ -182,7 +182,7 @@ func rejoinISRs(tb testing.TB, h *harness, id int32) {
 	h.fsm.View(func(im *fsm.Image) {
 		im.ForEachTopic(func(t *fsm.Topic) bool {
 			im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
-				if indexOf(p.Replicas, id) >= 0 && !p.InISR(id) && p.Leader != rl.NoLeader {
+				if slices.Index(p.Replicas, id) >= 0 && !p.InISR(id) && p.Leader != rl.NoLeader {
 					byLeader[p.Leader] = append(byLeader[p.Leader], AlterPartitionItem{TopicID: t.ID, Partition: i,
 						LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: append(slices.Clone(p.ISR), id)})
 				}

@@ -137,7 +137,7 @@ func checkInvariants(t *testing.T, im *fsm.Image) {
 	for _, tp := range im.Topics() {
 		im.EachPartition(tp.ID, func(i int32, p *fsm.Partition) bool {
 			for _, b := range p.ISR {
-				if indexOf(p.Replicas, b) < 0 {
+				if slices.Index(p.Replicas, b) < 0 {
 					t.Fatalf("%s-%d: ISR %v outside replicas %v", tp.Name, i, p.ISR, p.Replicas)
 				}
 			}
@@ -283,7 +283,7 @@ func reassignmentFlow(t *testing.T, cut int) int {
 			for _, r := range reqs {
 				tp := im.TopicByName(r.Topic)
 				p := im.Partition(tp.ID, r.Partition)
-				ok := slices.Equal(p.Replicas, r.Replicas) && indexOf(r.Replicas, p.Leader) >= 0 && p.State == rl.OnlinePartition && len(tp.Reassignments) == 0
+				ok := slices.Equal(p.Replicas, r.Replicas) && slices.Index(r.Replicas, p.Leader) >= 0 && p.State == rl.OnlinePartition && len(tp.Reassignments) == 0
 				for _, s := range p.ReplicaStates {
 					ok = ok && s == rl.OnlineReplica
 				}

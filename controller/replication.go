@@ -82,7 +82,7 @@ func (m *replicationManager) handleReplicaStateChangesIf(w *work, replicas []rep
 			w.log.Error("invalid replica state change", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "from", from.String(), "target", target.String())
 		case target == rl.NewReplica && p.Leader == r.broker:
 			w.log.Error("invalid replica state change: the replica leads its partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
-		case indexOf(p.Replicas, r.broker) < 0:
+		case slices.Index(p.Replicas, r.broker) < 0:
 			w.log.Error("invalid replica state change: broker not in the assignment", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
 		default:
 			valid = append(valid, r)
@@ -317,18 +317,9 @@ func (m *replicationManager) elect(w *work, ref partRef, p *fsm.Partition, strat
 func targetReplicas(replicas []int32, ra fsm.Reassignment) []int32 {
 	var out []int32
 	for _, b := range replicas {
-		if indexOf(ra.Removing, b) < 0 {
+		if slices.Index(ra.Removing, b) < 0 {
 			out = append(out, b)
 		}
 	}
 	return out
-}
-
-func indexOf(s []int32, v int32) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }

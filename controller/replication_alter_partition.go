@@ -135,14 +135,14 @@ func (m *replicationManager) checkAlterPartition(w *work, broker int32, item Alt
 		return ref, nil, kafkaErr(kerr.InvalidUpdateVersion, "%s-%d: request carries partition epoch %d, current is %d", t.Name, item.Partition, item.PartitionEpoch, p.PartitionEpoch)
 	}
 	for i, r := range item.NewISR {
-		if indexOf(p.Replicas, r) < 0 {
+		if slices.Index(p.Replicas, r) < 0 {
 			return ref, nil, kafkaErr(kerr.InvalidRequest, "%s-%d: new ISR %v lists broker %d, which is not a replica of %v", t.Name, item.Partition, item.NewISR, r, p.Replicas)
 		}
-		if indexOf(item.NewISR[:i], r) >= 0 {
+		if slices.Index(item.NewISR[:i], r) >= 0 {
 			return ref, nil, kafkaErr(kerr.InvalidRequest, "%s-%d: new ISR %v lists broker %d twice", t.Name, item.Partition, item.NewISR, r)
 		}
 	}
-	if indexOf(item.NewISR, broker) < 0 {
+	if slices.Index(item.NewISR, broker) < 0 {
 		return ref, nil, kafkaErr(kerr.InvalidRequest, "%s-%d: new ISR %v does not contain the leader %d", t.Name, item.Partition, item.NewISR, broker)
 	}
 	for _, r := range item.NewISR {

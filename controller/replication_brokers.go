@@ -239,7 +239,7 @@ func (m *replicationManager) brokerReturned(w *work, id int32) {
 		var reps []replica
 		for _, t := range deleting {
 			sub.img().EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
-				if indexOf(p.Replicas, id) >= 0 {
+				if slices.Index(p.Replicas, id) >= 0 {
 					reps = append(reps, replica{ref: partRef{id: t.ID, name: t.Name, part: i}, broker: id})
 				}
 				return true
@@ -251,10 +251,10 @@ func (m *replicationManager) brokerReturned(w *work, id int32) {
 		for _, t := range reassigning {
 			for _, part := range t.ReassigningPartitions() {
 				v := newReassignView(sub.img(), sub.img().Topic(t.ID), part)
-				if v.p == nil || indexOf(v.p.Replicas, id) < 0 {
+				if v.p == nil || slices.Index(v.p.Replicas, id) < 0 {
 					continue
 				}
-				if indexOf(v.doomed, id) >= 0 {
+				if slices.Index(v.doomed, id) >= 0 {
 					if err := m.driveReplicaDeletions(sub, []replica{{ref: v.ref, broker: id}}, true); err != nil {
 						return err
 					}

@@ -197,7 +197,7 @@ func (m *replicationManager) driveReplicaDeletions(w *work, reps []replica, rese
 	live, _ := w.liveSet()
 	state := func(r replica) (rl.ReplicaState, bool) {
 		p := w.img().Partition(r.ref.id, r.ref.part)
-		if p == nil || indexOf(p.Replicas, r.broker) < 0 {
+		if p == nil || slices.Index(p.Replicas, r.broker) < 0 {
 			return 0, false
 		}
 		return p.ReplicaState(r.broker), true

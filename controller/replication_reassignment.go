@@ -142,11 +142,11 @@ func (m *replicationManager) alterReassignment(w *work, r Reassign) (ReassignRes
 		switch {
 		case b < 0:
 			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker id %d is negative", r.Topic, r.Partition, b))
-		case indexOf(r.Replicas[:i], b) >= 0:
+		case slices.Index(r.Replicas[:i], b) >= 0:
 			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is listed twice in %v", r.Topic, r.Partition, b, r.Replicas))
 		case w.img().Broker(b) == nil:
 			return refuse(kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is not registered", r.Topic, r.Partition, b))
-		case indexOf(v.doomed, b) >= 0:
+		case slices.Index(v.doomed, b) >= 0:
 			return refuse(kafkaErr(kerr.ReassignmentInProgress, "%s-%d: the replica on broker %d is still being deleted", r.Topic, r.Partition, b))
 		}
 	}
@@ -191,12 +191,12 @@ func newReassignView(r fsm.Reader, t *fsm.Topic, part int32) reassignView {
 			v.doomed = append(v.doomed, b)
 			continue
 		}
-		if indexOf(v.ra.Adding, b) >= 0 {
+		if slices.Index(v.ra.Adding, b) >= 0 {
 			v.adding = append(v.adding, b)
 		} else {
 			v.original = append(v.original, b)
 		}
-		if indexOf(v.ra.Removing, b) < 0 {
+		if slices.Index(v.ra.Removing, b) < 0 {
 			v.target = append(v.target, b)
 		}
 	}
@@ -217,7 +217,7 @@ func (v *reassignView) kept() []int32 {
 func minus(a, b []int32) []int32 {
 	out := make([]int32, 0, len(a))
 	for _, x := range a {
-		if indexOf(b, x) < 0 {
+		if slices.Index(b, x) < 0 {
 			out = append(out, x)
 		}
 	}
@@ -228,7 +228,7 @@ func minus(a, b []int32) []int32 {
 func intersect(a, b []int32) []int32 {
 	out := make([]int32, 0, len(a))
 	for _, x := range a {
-		if indexOf(b, x) >= 0 {
+		if slices.Index(b, x) >= 0 {
 			out = append(out, x)
 		}
 	}
@@ -262,7 +262,7 @@ func (m *replicationManager) setReassignmentTarget(w *work, v *reassignView, tar
 		res.Err = kafkaErr(kerr.InvalidReplicaAssignment, "%s-%d: dropping %v would leave no in-sync replica (ISR %v)", ref.name, ref.part, dropped, p.ISR)
 		return res, nil
 	}
-	if p.Leader != rl.NoLeader && indexOf(dropped, p.Leader) >= 0 {
+	if p.Leader != rl.NoLeader && slices.Index(dropped, p.Leader) >= 0 {
 		el, err := Elect(ReassignedElection, ElectionInput{
 			Partition: PartitionView{Replicas: p.Replicas, ISR: isr, Leader: p.Leader, Target: kept},
 			Live:      w.electableLive(),
@@ -363,7 +363,7 @@ func (m *replicationManager) maybeCompleteReassignment(w *work, v *reassignView)
 		}
 	}
 	leader := p.Leader
-	if leader == rl.NoLeader || indexOf(v.target, leader) < 0 {
+	if leader == rl.NoLeader || slices.Index(v.target, leader) < 0 {
 		el, err := Elect(ReassignedElection, ElectionInput{
 			Partition: PartitionView{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader, Target: v.target},
 			Live:      w.electableLive(),
@@ -377,7 +377,7 @@ func (m *replicationManager) maybeCompleteReassignment(w *work, v *reassignView)
 	leaving := minus(v.original, v.target)
 	var removing []int32
 	for _, b := range p.Replicas {
-		if indexOf(leaving, b) >= 0 || indexOf(v.doomed, b) >= 0 {
+		if slices.Index(leaving, b) >= 0 || slices.Index(v.doomed, b) >= 0 {
 			removing = append(removing, b)
 		}
 	}
@@ -444,7 +444,7 @@ func (m *replicationManager) finishReplicaRemovals(w *work, ref partRef) error {
 		leaving := minus(v.original, v.target)
 		var removing []int32
 		for _, b := range v.p.Replicas {
-			if indexOf(leaving, b) >= 0 || indexOf(v.doomed, b) >= 0 {
+			if slices.Index(leaving, b) >= 0 || slices.Index(v.doomed, b) >= 0 {
 				removing = append(removing, b)
 			}
 		}

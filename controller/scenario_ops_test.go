@@ -38,6 +38,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,7 +204,7 @@ func (s *scenario) stopReplicaResponse(a *scenarioArgs) ([]string, error) {
 				return
 			}
 			im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
-				if (!hasPart || i == part) && indexOf(p.Replicas, b) >= 0 {
+				if (!hasPart || i == part) && slices.Index(p.Replicas, b) >= 0 {
 					results = append(results, StopReplicaResult{TopicID: t.ID, Topic: t.Name, Partition: i, Err: resErr, BrokerEpoch: epoch})
 				}
 				return true

@@ -246,7 +246,7 @@ func (w *work) partitionsOf(id int32) (led, hosted []partRef) {
 	var ledC, hostedC chunks[partRef]
 	for _, t := range sortedTopics(im) {
 		im.EachPartition(t.ID, func(i int32, p *fsm.Partition) bool {
-			if indexOf(p.Replicas, id) < 0 {
+			if slices.Index(p.Replicas, id) < 0 {
 				return true
 			}
 			ref := partRef{id: t.ID, name: t.Name, part: i}

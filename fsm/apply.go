@@ -184,7 +184,7 @@ func checkReplicaList(field string, s []int32, emptyOK bool) error {
 		if b < 0 {
 			return fmt.Errorf("%w: %s has negative broker id %d", ErrInvalidRecord, field, b)
 		}
-		if indexOf(s[:i], b) >= 0 {
+		if slices.Index(s[:i], b) >= 0 {
 			return fmt.Errorf("%w: %s lists broker %d twice", ErrInvalidRecord, field, b)
 		}
 	}
@@ -193,7 +193,7 @@ func checkReplicaList(field string, s []int32, emptyOK bool) error {
 
 func subset(sub, of []int32) bool {
 	for _, b := range sub {
-		if indexOf(of, b) < 0 {
+		if slices.Index(of, b) < 0 {
 			return false
 		}
 	}
@@ -319,7 +319,7 @@ func checkPartitionChange(im store, t *Topic, r *rl.PartitionDelta) (*Partition,
 	if leader < rl.NoLeader {
 		return nil, fmt.Errorf("%w: leader %d", ErrInvalidRecord, leader)
 	}
-	if leader != rl.NoLeader && indexOf(replicas, leader) < 0 {
+	if leader != rl.NoLeader && slices.Index(replicas, leader) < 0 {
 		return nil, fmt.Errorf("%w: leader %d is not a replica of %v", ErrInvalidRecord, leader, replicas)
 	}
 	if r.Has(rl.ChangeReassignment) {
@@ -398,7 +398,7 @@ func applyReplicaStates(im store, idx uint64, r *rl.ReplicaStateChange) error {
 			}
 			seen[ref] = struct{}{}
 		}
-		if indexOf(p.Replicas, ref.Broker) < 0 {
+		if slices.Index(p.Replicas, ref.Broker) < 0 {
 			return fmt.Errorf("%w: broker %d is not in the assignment of %q partition %d", ErrInvalidTransition, ref.Broker, t.Name, ref.Partition)
 		}
 		from := p.ReplicaState(ref.Broker)
@@ -414,13 +414,13 @@ func applyReplicaStates(im store, idx uint64, r *rl.ReplicaStateChange) error {
 	}
 	for _, ref := range r.Replicas {
 		p := *im.partition(r.TopicID, ref.Partition)
-		i := indexOf(p.Replicas, ref.Broker)
+		i := slices.Index(p.Replicas, ref.Broker)
 		if r.State == rl.NonExistentReplica {
 			p.Replicas = without(p.Replicas, i)
 			var buf [8]rl.ReplicaState
 			states := append(append(buf[:0], p.ReplicaStates[:i]...), p.ReplicaStates[i+1:]...)
 			p.ReplicaStates = sharedStates(states)
-			if j := indexOf(p.ISR, ref.Broker); j >= 0 {
+			if j := slices.Index(p.ISR, ref.Broker); j >= 0 {
 				p.ISR = without(p.ISR, j)
 			}
 			p.PartitionEpoch++

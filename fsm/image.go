@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 
 	"github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -44,14 +45,14 @@ type Partition struct {
 // ReplicaState returns the state of the replica on broker b, and
 // NonExistentReplica for a broker outside the assignment.
 func (p *Partition) ReplicaState(b int32) raftlog.ReplicaState {
-	if i := indexOf(p.Replicas, b); i >= 0 {
+	if i := slices.Index(p.Replicas, b); i >= 0 {
 		return p.ReplicaStates[i]
 	}
 	return raftlog.NonExistentReplica
 }
 
 // InISR reports whether broker b is in the ISR.
-func (p *Partition) InISR(b int32) bool { return indexOf(p.ISR, b) >= 0 }
+func (p *Partition) InISR(b int32) bool { return slices.Index(p.ISR, b) >= 0 }
 
 // Reassignment is an ongoing reassignment of one partition (KIP-455):
 // Adding joins the assignment, Removing leaves it when the reassignment
@@ -280,13 +281,4 @@ func (im *Image) mutableTopic(id raftlog.TopicID) *Topic {
 	}
 	im.hot = t
 	return t
-}
-
-func indexOf(s []int32, v int32) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }

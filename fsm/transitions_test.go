@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -81,7 +82,7 @@ func TestReplicaTransitionsAll49(t *testing.T) {
 					if got := p.ReplicaState(2); got != to {
 						t.Fatalf("state = %s, want %s", got, to)
 					}
-					if to == rl.NonExistentReplica && indexOf(p.Replicas, 2) >= 0 {
+					if to == rl.NonExistentReplica && slices.Index(p.Replicas, 2) >= 0 {
 						t.Fatalf("NonExistentReplica left broker 2 in the assignment %v", p.Replicas)
 					}
 					return
