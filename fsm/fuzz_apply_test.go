@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
@@ -327,7 +328,7 @@ func TestFuzzApplyCorpus(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, tf.Halted())
 		}
 		if *writeFuzzCorpus {
-			writeCorpusFile(t, "FuzzApply", s.name, joinEntries(s.entries...))
+			testkit.WriteFuzzSeed(t, "FuzzApply", s.name, joinEntries(s.entries...))
 		}
 	}
 }

@@ -5,15 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
-	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
@@ -188,7 +186,7 @@ func FuzzRestore(f *testing.F) {
 		f.Fatal(err)
 	}
 	for _, file := range files {
-		if b := readCorpusBytes(f, file); len(b) > len(snapshotMagic) && b[len(snapshotMagic)] == snapshotFormatVersion {
+		if b := testkit.ReadFuzzSeed(f, file); len(b) > len(snapshotMagic) && b[len(snapshotMagic)] == snapshotFormatVersion {
 			written[string(b)] = true
 		}
 	}
@@ -303,42 +301,9 @@ func TestFuzzRestoreCorpus(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		if *writeFuzzCorpus {
-			writeCorpusFile(t, "FuzzRestore", s.name, s.data)
+			testkit.WriteFuzzSeed(t, "FuzzRestore", s.name, s.data)
 		}
 	}
-}
-
-// writeCorpusFile writes one seed, a []byte argument, in the format of
-// go test's corpus files.
-func writeCorpusFile(t testing.TB, target, name string, data []byte) {
-	t.Helper()
-	dir := filepath.Join("testdata", "fuzz", target)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// readCorpusBytes reads a corpus file of one []byte argument.
-func readCorpusBytes(t testing.TB, path string) []byte {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	if len(lines) != 2 || lines[0] != "go test fuzz v1" ||
-		!strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
-		t.Fatalf("%s: not a corpus file of one []byte", path)
-	}
-	s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return []byte(s)
 }
 
 func TestTopicsAreCopiedOnlyWhileAFrozenViewIsOpen(t *testing.T) {

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 )
 
 var tid = TopicID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
@@ -345,7 +344,7 @@ func TestFuzzCorpus(t *testing.T) {
 			}
 		}
 		if *writeFuzzCorpus {
-			writeCorpusFile(t, "FuzzDecodeBatch", name, b)
+			testkit.WriteFuzzSeed(t, "FuzzDecodeBatch", name, b)
 		}
 	}
 	seen := map[RecordType]bool{}
@@ -363,22 +362,8 @@ func TestFuzzCorpus(t *testing.T) {
 				t.Fatalf("%s: %v", r.Type(), err)
 			}
 			if *writeFuzzCorpus {
-				writeCorpusFile(t, "FuzzDecodeRecord", r.Type().String(), b)
+				testkit.WriteFuzzSeed(t, "FuzzDecodeRecord", r.Type().String(), b)
 			}
 		}
-	}
-}
-
-// writeCorpusFile writes one seed, a []byte argument, in the format of
-// go test's corpus files.
-func writeCorpusFile(t testing.TB, target, name string, data []byte) {
-	t.Helper()
-	dir := filepath.Join("testdata", "fuzz", target)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

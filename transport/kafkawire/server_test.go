@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 )
 
 // metadataServer answers Metadata with itself as the only broker and the
@@ -497,14 +497,7 @@ func TestFuzzHandleFrameCorpus(t *testing.T) {
 			t.Fatalf("%s: %v", seed.name, err)
 		}
 		if *writeFuzzCorpus {
-			dir := filepath.Join("testdata", "fuzz", "FuzzHandleFrame")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", seed.stream)
-			if err := os.WriteFile(filepath.Join(dir, seed.name), []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			testkit.WriteFuzzSeed(t, "FuzzHandleFrame", seed.name, seed.stream)
 		}
 	}
 }
