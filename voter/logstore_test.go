@@ -1,7 +1,6 @@
 package voter_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -25,25 +24,7 @@ func TestEveryLogStore(t *testing.T) {
 				// gone from the leader's log.
 				cfg.Store.WALSegmentBytes = 256
 			})
-			applyRange(t, c, 0, 10)
-			waitConverged(t, c, all(c), 10)
-
-			c.Leader(waitTimeout)
-			lagging := c.Index(c.Followers()[0])
-			c.Stop(lagging)
-			applyRange(t, c, 10, 40)
-			up := c.Running()
-			waitConverged(t, c, up, 40)
-			for _, i := range up {
-				if err := c.Voter(i).Raft().Snapshot().Error(); err != nil {
-					t.Fatalf("snapshot on node %d: %v", i, err)
-				}
-			}
-			c.Restart(lagging)
-			waitConverged(t, c, all(c), 40)
-			if r := fsmOf(c, lagging).Restores(); !slices.Contains(r, 40) {
-				t.Fatalf("lagging node restores loaded %v entries, want a restore of the leader's 40", r)
-			}
+			catchUpFromSnapshot(t, c)
 			applyRange(t, c, 40, 50)
 			waitConverged(t, c, all(c), 50)
 			before := fsmOf(c, 0).Hash()

@@ -243,6 +243,15 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 		cfg.SnapshotThreshold = 8
 		cfg.TrailingLogs = 4
 	})
+	catchUpFromSnapshot(t, c)
+}
+
+// catchUpFromSnapshot commits entries 0–10, stops a follower, commits
+// 10–40 and snapshots the others, restarts the follower and checks that it
+// caught up through the leader's snapshot. The cluster must snapshot and
+// compact its log within 40 entries.
+func catchUpFromSnapshot(t *testing.T, c *votertest.Cluster) {
+	t.Helper()
 	applyRange(t, c, 0, 10)
 	waitConverged(t, c, all(c), 10)
 
