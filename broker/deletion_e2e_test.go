@@ -30,33 +30,12 @@ func startDeletionCluster(t *testing.T) (*e2eCluster, *kadm.Client, context.Cont
 	}
 	c := newE2ECluster(t, 2*time.Second)
 	c.active()
-	for id := int32(1); id <= 3; id++ {
-		c.startAgent(id)
-	}
-	waitFor(t, "three unfenced brokers", func() bool {
-		for _, a := range c.agents {
-			if s := a.Status(); !s.Registered || s.Fenced {
-				return false
-			}
-		}
-		return c.liveBrokers() == 3
-	})
+	c.startBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	adm := c.admin()
 	c.create(ctx, adm, "keep", 2, 3)
 	return c, adm, ctx
-}
-
-func (c *e2eCluster) liveBrokers() int {
-	_, brokers := c.image("")
-	n := 0
-	for _, b := range brokers {
-		if !b.Fenced {
-			n++
-		}
-	}
-	return n
 }
 
 // create creates a topic, retrying through a failover (a retry of a

@@ -152,6 +152,34 @@ func (c *e2eCluster) startAgent(id int32) *broker.Agent {
 	return a
 }
 
+// startBrokers starts agents 1..n and waits until each is registered and
+// unfenced, as the agents and the image both say.
+func (c *e2eCluster) startBrokers(n int32) {
+	for id := int32(1); id <= n; id++ {
+		c.startAgent(id)
+	}
+	waitFor(c.t, fmt.Sprintf("%d unfenced brokers", n), func() bool {
+		for _, a := range c.agents {
+			if s := a.Status(); !s.Registered || s.Fenced {
+				return false
+			}
+		}
+		return c.liveBrokers() == int(n)
+	})
+}
+
+// liveBrokers counts the unfenced brokers of the image.
+func (c *e2eCluster) liveBrokers() int {
+	_, brokers := c.image("")
+	n := 0
+	for _, b := range brokers {
+		if !b.Fenced {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *e2eCluster) stopAgent(id int32) {
 	a := c.agents[id]
 	a.Close()
@@ -316,25 +344,8 @@ func TestEndToEnd(t *testing.T) {
 	const session = 2 * time.Second
 	c := newE2ECluster(t, session)
 	c.active()
-	for id := int32(1); id <= 3; id++ {
-		c.startAgent(id)
-	}
 	// Registration → unfenced, as the agents and the image both say.
-	waitFor(t, "three unfenced brokers", func() bool {
-		for _, a := range c.agents {
-			if s := a.Status(); !s.Registered || s.Fenced {
-				return false
-			}
-		}
-		_, brokers := c.image("")
-		n := 0
-		for _, b := range brokers {
-			if !b.Fenced {
-				n++
-			}
-		}
-		return n == 3
-	})
+	c.startBrokers(3)
 	_, brokers := c.image("")
 	for _, b := range brokers {
 		if a := c.agents[b.ID]; a == nil || a.Status().BrokerEpoch != b.Epoch || b.Incarnation != a.IncarnationID() || b.Rack != fmt.Sprintf("rack-%d", b.ID) {
