@@ -1,15 +1,11 @@
 package raftlog
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +14,8 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit/logcrash"
 )
 
 // The crash tests run this test binary again as a child process, which
@@ -32,7 +30,13 @@ const (
 func TestMain(m *testing.M) {
 	switch {
 	case os.Getenv(walWriterEnv) != "":
-		runWALWriter(os.Getenv(walWriterEnv))
+		// The writer of TestWALSurvivesKill, in a voter's stores kept in
+		// raft-wal.
+		s, err := openCrashWAL(os.Getenv(walWriterEnv))
+		if err != nil {
+			logcrash.Exit("open", err)
+		}
+		logcrash.Write(s.Log, crashEntry)
 		return
 	case os.Getenv(migrateChildEnv) != "":
 		runMigration(os.Getenv(migrateChildEnv), LogStore(os.Getenv(migrateToEnv)), os.Getenv(migrateStopAtEnv))
@@ -62,58 +66,6 @@ func openCrashWAL(dir string) (*Stores, error) {
 	return OpenStores(dir, StoreOptions{LogStore: LogStoreWAL, WALSegmentBytes: crashSegmentBytes})
 }
 
-// runWALWriter appends batches of 1–13 entries to a voter's stores kept in
-// raft-wal; now and then it cuts the last four, as a follower drops a
-// conflicting suffix, and writes them again in a newer term, and it
-// compacts the front. It prints each step before and after it.
-func runWALWriter(dir string) {
-	s, err := openCrashWAL(dir)
-	if err != nil {
-		fmt.Println("open:", err)
-		os.Exit(1)
-	}
-	out := bufio.NewWriter(os.Stdout)
-	say := func(format string, args ...any) {
-		fmt.Fprintf(out, format+"\n", args...)
-		_ = out.Flush()
-	}
-	fail := func(what string, err error) {
-		say("error %s: %v", what, err)
-		os.Exit(1)
-	}
-	last, _ := s.Log.LastIndex()
-	term := last/97 + 100 // a fresh term per process, above any before it
-	for {
-		next := last + 1
-		n := 1 + next%13
-		if err := s.Log.StoreLogs(crashBatch(next, next+n-1, term)); err != nil {
-			fail(fmt.Sprintf("storing %d", next), err)
-		}
-		last = next + n - 1
-		say("stored %d %d", last, term)
-		if last%97 < 13 && last > 5 {
-			cut := last - 3
-			say("cutting %d", cut)
-			if err := s.Log.DeleteRange(cut, last); err != nil {
-				fail("cutting", err)
-			}
-			say("cut %d", cut)
-			term++
-			if err := s.Log.StoreLogs(crashBatch(cut, last, term)); err != nil {
-				fail("storing after the cut", err)
-			}
-			say("stored %d %d", last, term)
-		}
-		if last%1000 < 13 && last > 600 {
-			say("compacting %d", last-500)
-			if err := s.Log.DeleteRange(0, last-500); err != nil {
-				fail("compacting", err)
-			}
-			say("compacted %d", last-500)
-		}
-	}
-}
-
 // TestWALSurvivesKill kills a process writing to a raft-wal log at
 // arbitrary points and checks, each time, that the log reopens with every
 // acknowledged entry and takes appends again. raft-wal v0.4.1 alone fails
@@ -124,109 +76,21 @@ func TestWALSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	acked := map[uint64]uint64{} // index -> term of its acknowledged write
-	var ackedLast, compacted uint64
-	for round := range 10 {
-		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), walWriterEnv+"="+dir)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		killAt := 60 + round*83
-		var cutting, compacting uint64
-		steps := 0
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			f := strings.Fields(lines.Text())
-			num := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
-			switch f[0] {
-			case "stored":
-				for i := ackedLast + 1; i <= num(1); i++ {
-					acked[i] = num(2)
-				}
-				ackedLast, cutting = num(1), 0
-			case "cutting":
-				cutting = num(1)
-			case "cut":
-				for i := num(1); i <= ackedLast; i++ {
-					delete(acked, i)
-				}
-				ackedLast, cutting = num(1)-1, 0
-			case "compacting":
-				compacting = num(1)
-			case "compacted":
-				compacted, compacting = num(1), 0
-			default:
-				_ = cmd.Process.Kill()
-				t.Fatalf("round %d: writer: %s", round, lines.Text())
+	logcrash.Run(t, logcrash.Test{
+		Env:    walWriterEnv + "=" + dir,
+		Rounds: 10,
+		KillAt: func(round int) int { return 60 + round*83 },
+		Open: func() (raft.LogStore, func() error, error) {
+			s, err := openCrashWAL(dir)
+			if err != nil {
+				return nil, nil, err
 			}
-			// Lines the writer printed before it died still count: keep
-			// reading until the pipe closes.
-			if steps++; steps == killAt {
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		_ = cmd.Wait()
-		if steps < killAt {
-			t.Fatalf("round %d: the writer ended by itself after %d steps", round, steps)
-		}
-
-		s, err := openCrashWAL(dir)
-		if err != nil {
-			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
-		}
-		first, _ := s.Log.FirstIndex()
-		last, _ := s.Log.LastIndex()
-		mustHold := ackedLast
-		if cutting != 0 {
-			mustHold = cutting - 1
-		}
-		if first > max(compacted, compacting)+1 || last < mustHold {
-			t.Fatalf("round %d: log [%d, %d], acknowledged up to %d (cutting from %d), compaction through %d (in progress to %d)",
-				round, first, last, ackedLast, cutting, compacted, compacting)
-		}
-		if last < ackedLast {
-			ackedLast = last // the announced cut happened
-		}
-		for i := first; i <= last; i++ {
-			var l raft.Log
-			if err := s.Log.GetLog(i, &l); err != nil {
-				t.Fatalf("round %d: GetLog(%d) of [%d, %d]: %v", round, i, first, last, err)
-			}
-			if term, ok := acked[i]; ok && i <= ackedLast && l.Term != term {
-				t.Fatalf("round %d: index %d holds term %d, the acknowledged write was term %d", round, i, l.Term, term)
-			}
-			if want := crashEntry(i, l.Term).Data; string(l.Data) != string(want) {
-				t.Fatalf("round %d: index %d holds %q", round, i, l.Data)
-			}
-			acked[i] = l.Term
-		}
-		ackedLast = last
-		// What the next writer would do first, checked here too for the
-		// last round: the reopened log takes an append.
-		if err := s.Log.StoreLogs(crashBatch(last+1, last+1, 99)); err != nil {
-			t.Fatalf("round %d: append after reopening [%d, %d]: %v", round, first, last, err)
-		}
-		if err := s.Log.DeleteRange(last+1, last+1); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("round %d: killed after %d steps; log [%d, %d] intact", round, steps, first, last)
-	}
+			return s.Log, s.Close, nil
+		},
+		Entry:             crashEntry,
+		AppendAfterReopen: true,
+	})
 }
 
 func rawWAL(t *testing.T, dir string) *wal.WAL {

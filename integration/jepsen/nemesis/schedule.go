@@ -119,22 +119,17 @@ func ParseKinds(s string) ([]Kind, error) {
 
 // WithoutNetwork splits kinds into those that need no network namespace
 // and those that do.
-func WithoutNetwork(kinds []Kind) (kept, dropped []Kind) {
-	for _, k := range kinds {
-		if k.Network() {
-			dropped = append(dropped, k)
-		} else {
-			kept = append(kept, k)
-		}
-	}
-	return kept, dropped
-}
+func WithoutNetwork(kinds []Kind) (kept, dropped []Kind) { return without(kinds, Kind.Network) }
 
 // WithoutDisk splits kinds into those that need no lossy file system and
 // those that do.
-func WithoutDisk(kinds []Kind) (kept, dropped []Kind) {
+func WithoutDisk(kinds []Kind) (kept, dropped []Kind) { return without(kinds, Kind.Disk) }
+
+// without splits kinds into those that need is false for and those it is
+// true for.
+func without(kinds []Kind, need func(Kind) bool) (kept, dropped []Kind) {
 	for _, k := range kinds {
-		if k.Disk() {
+		if need(k) {
 			dropped = append(dropped, k)
 		} else {
 			kept = append(kept, k)
