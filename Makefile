@@ -45,6 +45,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHandleFrame$$' -fuzztime $(FUZZTIME) ./transport/kafkawire
 	$(GO) test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./transport/listener
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentRequest$$' -fuzztime $(FUZZTIME) ./broker
+	$(GO) test -run '^$$' -fuzz '^FuzzSegmentReader$$' -fuzztime $(FUZZTIME) ./broker/partlog
 	$(GO) test -run '^$$' -fuzz '^FuzzScramServer$$' -fuzztime $(FUZZTIME) ./transport/sasl
 	$(GO) test -run '^$$' -fuzz '^FuzzPlainServer$$' -fuzztime $(FUZZTIME) ./transport/sasl
 
