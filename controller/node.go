@@ -41,6 +41,9 @@ type NodeConfig struct {
 	Voter func(*voter.Config)
 	// Controller lets a caller adjust the controller configuration.
 	Controller func(*Config)
+	// FSM lets a caller adjust the FSM's options (a state-change
+	// history's listeners).
+	FSM func(*fsm.Options)
 }
 
 // Node is a running controller voter: the raft voter, the FSM every voter
@@ -69,7 +72,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	logger := cfg.Logger.With("node", cfg.NodeID)
-	f := fsm.New(fsm.Options{Logger: logger.Named("fsm")})
+	fo := fsm.Options{Logger: logger.Named("fsm")}
+	if cfg.FSM != nil {
+		cfg.FSM(&fo)
+	}
+	f := fsm.New(fo)
 	vc := voter.Config{
 		NodeID:    strconv.Itoa(int(cfg.NodeID)),
 		BindAddr:  cfg.RaftAddr,

@@ -24,7 +24,7 @@ func buildLargeImage(tb testing.TB, partitions int) *FSM {
 	idx := uint64(0)
 	apply := func(recs ...rl.Record) {
 		idx++
-		if res := im.applyBatch(idx, recs); res.Err() != nil {
+		if res := im.applyBatch(idx, recs, nil); res.Err() != nil {
 			tb.Fatal(res.Err())
 		}
 	}
@@ -150,7 +150,7 @@ func BenchmarkApplyPartitionChanges(b *testing.B) {
 		}
 		idx++
 		b.StartTimer()
-		if res := im.applyBatch(idx, recs); res.Err() != nil {
+		if res := im.applyBatch(idx, recs, nil); res.Err() != nil {
 			b.Fatal(res.Err())
 		}
 	}

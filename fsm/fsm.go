@@ -53,6 +53,14 @@ type Options struct {
 	Halt func(err error)
 	// OnCommit, if set, is called after each applied command entry.
 	OnCommit CommitListener
+	// OnStateChanges, if set, is told the transitions of each applied
+	// entry (the state-change history). Reading the state each record
+	// changes from costs apply time: nodes that keep no history leave it
+	// nil.
+	OnStateChanges StateChangeListener
+	// OnRestore, if set, is called after a snapshot replaced the image,
+	// with the snapshot's index: the history before it is not replayed.
+	OnRestore func(index uint64)
 }
 
 // FSM is the raft.BatchingFSM of a controller voter.
@@ -63,6 +71,10 @@ type FSM struct {
 	halt     func(error)
 	halted   error
 	onCommit CommitListener
+	// changes records transitions for onChanges; nil keeps no history.
+	changes   *changeRecorder
+	onChanges StateChangeListener
+	onRestore func(uint64)
 	// sec is img's Security, published for readers that must not wait
 	// for the lock: the listener checks it on every request.
 	sec atomic.Pointer[Security]
@@ -72,7 +84,11 @@ var _ raft.BatchingFSM = (*FSM)(nil)
 
 // New returns an FSM with an empty image.
 func New(opts Options) *FSM {
-	f := &FSM{img: newImage(), log: opts.Logger, halt: opts.Halt, onCommit: opts.OnCommit}
+	f := &FSM{img: newImage(), log: opts.Logger, halt: opts.Halt, onCommit: opts.OnCommit,
+		onChanges: opts.OnStateChanges, onRestore: opts.OnRestore}
+	if f.onChanges != nil {
+		f.changes = &changeRecorder{}
+	}
 	f.sec.Store(f.img.sec)
 	if f.log == nil {
 		f.log = hclog.NewNullLogger()
@@ -136,6 +152,7 @@ type committed struct {
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	var done []committed
+	var changed []EntryChanges
 	var haltErr error
 	f.mu.Lock()
 	for i, l := range logs {
@@ -154,7 +171,18 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = haltErr
 			continue
 		}
-		res := f.img.applyBatch(l.Index, batch)
+		var epoch, node int32
+		if f.changes != nil {
+			f.changes.im = f.img
+			epoch, node = f.img.ControllerEpoch()
+		}
+		res := f.img.applyBatch(l.Index, batch, f.changes)
+		if f.changes != nil {
+			if ch := f.changes.take(); len(ch) > 0 {
+				changed = append(changed, EntryChanges{Index: l.Index, Term: l.Term, AppendedAt: l.AppendedAt,
+					ControllerEpoch: epoch, ControllerNode: node, Changes: ch})
+			}
+		}
 		for _, rj := range res.Rejected {
 			f.log.Warn("record rejected", "index", l.Index, "record", rj.Record, "type", rj.Type.String(), "reason", rj.Err)
 		}
@@ -173,6 +201,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	for _, c := range done {
 		listener(c.index, c.batch, c.result)
 	}
+	for _, c := range changed {
+		f.onChanges(c)
+	}
 	return out
 }
 
@@ -186,10 +217,20 @@ func describeDecodeError(err error) string {
 
 // applyBatch applies a decoded entry. Each record is applied or rejected as
 // a whole, in order.
-func (im *Image) applyBatch(idx uint64, batch rl.Batch) *ApplyResult {
+//
+// With a recorder, the transitions of the records that applied are
+// recorded too.
+func (im *Image) applyBatch(idx uint64, batch rl.Batch, rec *changeRecorder) *ApplyResult {
 	res := &ApplyResult{Index: idx}
 	for i, r := range batch {
-		if err := applyRecord(im, idx, r); err != nil {
+		if rec != nil {
+			rec.before(r)
+		}
+		err := applyRecord(im, idx, r)
+		if rec != nil {
+			rec.after(err == nil)
+		}
+		if err != nil {
 			res.Rejected = append(res.Rejected, Rejection{Record: i, Type: r.Type(), Err: err})
 		}
 	}

@@ -99,6 +99,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.sec.Store(im.sec)
 	f.mu.Unlock()
 	f.log.Info("restored snapshot", "index", im.appliedIndex, "topics", im.NumTopics(), "partitions", im.NumPartitions())
+	if f.onRestore != nil {
+		f.onRestore(im.appliedIndex)
+	}
 	return nil
 }
 

@@ -10,6 +10,11 @@
 //	                voter's image and the log index it was taken at
 //	/brokers        the registered brokers as this voter's image has them,
 //	                with fenced and in-controlled-shutdown flags
+//	/partitions     each partition's state, leader, ISR and every replica's
+//	                state (?topic=T for one topic)
+//	/state-changes  the voter's state-change log as JSON lines, filtered by
+//	                ?topic= &partition= &broker= &since=INDEX; &follow=1
+//	                keeps the answer open and streams each new line
 //	/debug/pprof/   Go's profiler, only when Config.Pprof is set
 //
 // Every answer but /metrics and pprof is JSON.
@@ -31,6 +36,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/fsm/statelog"
 )
 
 // Check is an extra readiness condition: nil when satisfied, otherwise an
@@ -53,6 +59,9 @@ type Config struct {
 	// ApplyWait bounds how long /readyz waits for the image to reach the
 	// commit index it read. Default 500 ms.
 	ApplyWait time.Duration
+	// StateLog is the voter's state-change log that /state-changes
+	// serves; nil answers 404.
+	StateLog *statelog.Log
 }
 
 // StateHash is the answer of /state-hash.
@@ -131,6 +140,16 @@ func Handler(cfg Config) http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, ReadBrokers(cfg.NodeID, cfg.Node.FSM))
+	})
+	mux.HandleFunc("GET /partitions", func(w http.ResponseWriter, r *http.Request) {
+		if cfg.Node == nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "this node is not a controller voter"})
+			return
+		}
+		writeJSON(w, http.StatusOK, ReadPartitions(cfg.NodeID, cfg.Node.FSM, r.URL.Query().Get("topic")))
+	})
+	mux.HandleFunc("GET /state-changes", func(w http.ResponseWriter, r *http.Request) {
+		serveStateChanges(w, r, cfg.StateLog)
 	})
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/fsm/statelog"
 	"github.com/ctrlquorum/ctrlquorum/metrics"
 	"github.com/ctrlquorum/ctrlquorum/ops"
 	"github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -110,6 +112,14 @@ type Config struct {
 	// (raftlog.OpenStores). Zero: raftlog.DefaultLogStore.
 	RaftLogStore raftlog.LogStore
 
+	// StateChangeLog makes a voter keep its state-change log (every
+	// transition it applies, one JSON line each) in
+	// <DataDir>/state-change-log, rotated at StateChangeLogMaxBytes and
+	// keeping StateChangeLogFiles files (zero: statelog's defaults).
+	StateChangeLog         bool
+	StateChangeLogMaxBytes int64
+	StateChangeLogFiles    int
+
 	// HTTPAddr is where the operations endpoint listens; empty: none.
 	HTTPAddr string
 	Pprof    bool
@@ -169,6 +179,7 @@ type Server struct {
 	Agent    *broker.Agent        // nil without the broker role
 	HTTP     *ops.Server          // nil without HTTPAddr
 	Mirror   *zookeeper.Mirror    // nil without ZooKeeperMirror
+	StateLog *statelog.Log        // nil without the voter role or StateChangeLog
 	Registry *prometheus.Registry // this node's metrics
 
 	stopOnce sync.Once
@@ -208,7 +219,7 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.HTTPAddr != "" {
-		ocfg := ops.Config{NodeID: cfg.NodeID, Node: s.Node, Gatherer: s.Registry, Pprof: cfg.Pprof}
+		ocfg := ops.Config{NodeID: cfg.NodeID, Node: s.Node, Gatherer: s.Registry, Pprof: cfg.Pprof, StateLog: s.StateLog}
 		if s.Agent != nil {
 			a := s.Agent
 			ocfg.Checks = append(ocfg.Checks, func() error {
@@ -304,11 +315,16 @@ func (s *Server) startVoter() error {
 			vc.Stream = stream
 		}
 	}
+	fsmOpts, err := s.openStateLog()
+	if err != nil {
+		return err
+	}
 	n, err := controller.StartNode(controller.NodeConfig{
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdvertise, DataDir: cfg.DataDir,
 		Peers: peers, Sender: s.Sender, Logger: s.log, SessionTimeout: cfg.SessionTimeout,
 		Voter:      voterOpts,
 		Controller: func(c *controller.Config) { c.Observer = observer },
+		FSM:        fsmOpts,
 	})
 	if err != nil {
 		return err
@@ -468,6 +484,33 @@ func (c *Config) tlsUses() []tlsUse {
 	return out
 }
 
+// openStateLog opens the voter's state-change log, if it keeps one, and
+// returns the FSM options that feed it.
+func (s *Server) openStateLog() (func(*fsm.Options), error) {
+	if !s.cfg.StateChangeLog {
+		return nil, nil
+	}
+	l, err := statelog.Open(filepath.Join(s.cfg.DataDir, "state-change-log"),
+		statelog.Options{MaxFileBytes: s.cfg.StateChangeLogMaxBytes, Files: s.cfg.StateChangeLogFiles})
+	if err != nil {
+		return nil, err
+	}
+	s.StateLog = l
+	log := s.log.Named("state.change")
+	return func(o *fsm.Options) {
+		o.OnStateChanges = func(e fsm.EntryChanges) {
+			if err := l.Append(e); err != nil {
+				log.Error("cannot write the state-change log", "index", e.Index, "error", err)
+			}
+		}
+		o.OnRestore = func(index uint64) {
+			if err := l.Restored(index); err != nil {
+				log.Error("cannot write the state-change log", "index", index, "error", err)
+			}
+		}
+	}, nil
+}
+
 // abort stops whatever started, without the graceful steps.
 func (s *Server) abort() {
 	if s.HTTP != nil {
@@ -487,6 +530,9 @@ func (s *Server) abort() {
 	}
 	if s.Sender != nil {
 		s.Sender.Close()
+	}
+	if s.StateLog != nil {
+		_ = s.StateLog.Close()
 	}
 }
 
@@ -522,6 +568,11 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 		if s.HTTP != nil {
 			_ = s.HTTP.Close()
+		}
+		if s.StateLog != nil {
+			if err := s.StateLog.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("state-change log: %w", err))
+			}
 		}
 		s.stopErr = errors.Join(errs...)
 	})

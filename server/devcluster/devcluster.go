@@ -123,7 +123,7 @@ func (c *Cluster) StartVoters() error {
 		s, err := server.Start(server.Config{
 			NodeID: vp.ID, Voter: true, RaftAddr: vp.Raft, Listener: vp.Listener, ListenerAdvertise: vp.Listener,
 			Voters: cfg.Voters(), DataDir: filepath.Join(cfg.DataDir, fmt.Sprintf("voter-%d", vp.ID)), SessionTimeout: cfg.SessionTimeout,
-			HTTPAddr: cfg.HTTP(i), Pprof: cfg.Pprof, ZooKeeperMirror: cfg.ZooKeeperMirror,
+			HTTPAddr: cfg.HTTP(i), Pprof: cfg.Pprof, ZooKeeperMirror: cfg.ZooKeeperMirror, StateChangeLog: true,
 			Logger: cfg.Logger, TLS: cfg.Certs.voter(vp.ID), Security: cfg.Security.Listener, SASL: cfg.Security.Login,
 		})
 		if err != nil {
