@@ -82,6 +82,7 @@ func (c *Controller) activate(a *activation) error {
 		return fmt.Errorf("barrier: %w", err)
 	}
 	a.managers = newManagers(c.cfg.NodeID, c.cfg.SessionTimeout)
+	a.managers.replication.stateChanges = stateChangeLog{log: c.log.Named("state.change"), invalid: &c.invalidStateChanges}
 	ev := c.newEvent("activate", func(m *managers, w *work) (eventOutcome, error) {
 		epoch, err := m.quorum.activate(w)
 		if err != nil {

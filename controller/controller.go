@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -86,6 +87,10 @@ type Controller struct {
 	balance        BalanceConfig
 	balanceSets    uint64
 	balanceChanged chan struct{}
+
+	// invalidStateChanges counts the transitions refused while active
+	// (stateChangeLog).
+	invalidStateChanges atomic.Int64
 
 	// computed, if set (tests only), is told which events the loop
 	// computed at a time, and whether over a round still committing.

@@ -17,7 +17,9 @@ import (
 // leader balance, and the partition side of a broker's fence, return and
 // controlled shutdown, which the cluster manager hands it. Everything it
 // decides from is in the image: it owns no other state.
-type replicationManager struct{}
+type replicationManager struct {
+	stateChanges stateChangeLog
+}
 
 // replica names one replica: a partition and a broker.
 type replica struct {
@@ -77,13 +79,13 @@ func (m *replicationManager) handleReplicaStateChangesIf(w *work, replicas []rep
 		}
 		switch {
 		case p == nil:
-			w.log.Error("invalid replica state change: no such partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+			m.stateChanges.invalidReplica("no such partition", r.ref.name, r.ref.part, r.broker, from.String(), target.String())
 		case !fsm.ValidReplicaTransition(from, target):
-			w.log.Error("invalid replica state change", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "from", from.String(), "target", target.String())
+			m.stateChanges.invalidReplica("not a transition of the replica state machine", r.ref.name, r.ref.part, r.broker, from.String(), target.String())
 		case target == rl.NewReplica && p.Leader == r.broker:
-			w.log.Error("invalid replica state change: the replica leads its partition", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+			m.stateChanges.invalidReplica("the replica leads its partition", r.ref.name, r.ref.part, r.broker, from.String(), target.String())
 		case slices.Index(p.Replicas, r.broker) < 0:
-			w.log.Error("invalid replica state change: broker not in the assignment", "topic", r.ref.name, "partition", r.ref.part, "broker", r.broker, "target", target.String())
+			m.stateChanges.invalidReplica("broker not in the assignment", r.ref.name, r.ref.part, r.broker, from.String(), target.String())
 		default:
 			valid = append(valid, r)
 			if target == rl.OfflineReplica {
@@ -233,12 +235,12 @@ func (m *replicationManager) handlePartitionStateChanges(w *work, refs []partRef
 	for _, ref := range refs {
 		p := w.img().Partition(ref.id, ref.part)
 		if p == nil {
-			w.log.Error("invalid partition state change: no such partition", "topic", ref.name, "partition", ref.part, "target", target.String())
+			m.stateChanges.invalidPartition("no such partition", ref.name, ref.part, rl.NonExistentPartition.String(), target.String())
 			failed[ref] = kafkaErr(kerrUnknownTopicOrPartition, "%s-%d", ref.name, ref.part)
 			continue
 		}
 		if !fsm.ValidPartitionTransition(p.State, target) {
-			w.log.Error("invalid partition state change", "topic", ref.name, "partition", ref.part, "from", p.State.String(), "target", target.String())
+			m.stateChanges.invalidPartition("not a transition of the partition state machine", ref.name, ref.part, p.State.String(), target.String())
 			failed[ref] = fmt.Errorf("invalid partition state change %s -> %s", p.State, target)
 			continue
 		}

@@ -148,13 +148,14 @@ var (
 	descCommitted    = desc("controller", "last_committed_record_offset", "Raft commit index as this node knows it.")
 	descApplyLag     = desc("controller", "last_applied_record_lag", "Committed minus applied log entries on this node (the apply lag).")
 	descHalted       = desc("controller", "metadata_error_count", "1 if this node's state machine halted on an entry it could not apply, else 0.")
+	descInvalidSC    = desc("controller", "invalid_state_transitions_total", "Replica and partition state transitions this node refused to stage while active controller (each logged by the state.change logger).")
 	descRaftTerm     = desc("raft", "current_epoch", "The raft term this node is in.")
 	descRaftLeader   = desc("raft", "current_leader", "Node id of the raft leader as this node knows it, -1 for none.")
 	descRaftLastLog  = desc("raft", "log_end_offset", "Index of the last entry in this node's raft log.")
 	descRaftState    = prometheus.NewDesc("kafka_raft_current_state", "1 for the raft state this node is in, 0 for the others.", []string{"state"}, nil)
 	nodeDescriptions = []*prometheus.Desc{descActive, descEpoch, descOffline, descImbalance, descActiveBr, descFencedBr,
 		descShutdownBr, descTopics, descPartitions, descReassigning, descDeleting, descApplied, descCommitted,
-		descApplyLag, descHalted, descRaftTerm, descRaftLeader, descRaftLastLog, descRaftState}
+		descApplyLag, descHalted, descInvalidSC, descRaftTerm, descRaftLeader, descRaftLastLog, descRaftState}
 )
 
 // Describe implements prometheus.Collector.
@@ -187,6 +188,7 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPartitions, float64(cluster.Partitions))
 	gauge(descReassigning, float64(cluster.ReassigningPartitions))
 	gauge(descDeleting, float64(cluster.DeletingTopics))
+	ch <- prometheus.MustNewConstMetric(descInvalidSC, prometheus.CounterValue, float64(n.Controller.InvalidStateChanges()))
 
 	r := n.Voter.Raft()
 	applied := n.FSM.AppliedIndex()

@@ -40,6 +40,7 @@ func commands() []command {
 		{"brokers", "list the brokers with their fenced and shutting-down state", runBrokers},
 		{"quorum", "the quorum's leader, epoch, commit index and per-voter lag", runQuorum},
 		{"state-hash", "each voter's state hash and index, compared", runStateHash},
+		{"state-changes", "the committed replica and partition transitions, from any voter (--follow to stream)", runStateChanges},
 		{"acl", "add, list or remove authorization rules (ACLs)", runACL},
 		{"scram", "set, list or delete users' SCRAM credentials", runSCRAM},
 		{"bench", "the benchmark scenarios as one table, with the raw-raft floor", runBench},

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ctrlquorum/ctrlquorum/ops"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
@@ -222,7 +224,55 @@ type partitionDescription struct {
 	Replicas        []int32 `json:"replicas"`
 	ISR             []int32 `json:"isr"`
 	OfflineReplicas []int32 `json:"offline_replicas"`
-	Error           string  `json:"error,omitempty"`
+	// State and ReplicaStates are the controller's partition and replica
+	// states, empty when no voter's HTTP endpoint answered.
+	State         string         `json:"state,omitempty"`
+	ReplicaStates []replicaState `json:"replica_states,omitempty"`
+	Error         string         `json:"error,omitempty"`
+}
+
+type replicaState struct {
+	Broker int32  `json:"broker"`
+	State  string `json:"state"`
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// partitionStates reads the partition and replica states of the topics
+// (all without any) from the first voter HTTP endpoint that answers; nil
+// when none does.
+func (c *cli) partitionStates(ctx context.Context, httpFlag listFlag, topics []string) map[topicPartition]ops.Partition {
+	for _, addr := range c.httpAddrs(httpFlag) {
+		var all []ops.Partition
+		ok := true
+		paths := []string{"/partitions"}
+		if len(topics) > 0 {
+			paths = nil
+			for _, t := range topics {
+				paths = append(paths, "/partitions?topic="+url.QueryEscape(t))
+			}
+		}
+		for _, path := range paths {
+			var ps ops.Partitions
+			if err := httpGetJSON(ctx, addr, path, &ps); err != nil {
+				ok = false
+				break
+			}
+			all = append(all, ps.Partitions...)
+		}
+		if !ok {
+			continue
+		}
+		out := make(map[topicPartition]ops.Partition, len(all))
+		for _, p := range all {
+			out[topicPartition{p.Topic, p.Partition}] = p
+		}
+		return out
+	}
+	return nil
 }
 
 type topicDescription struct {
@@ -235,8 +285,10 @@ type topicDescription struct {
 
 func topicsDescribe(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("topics describe", "[--topic NAME]... [flags]",
-		"Describes topics (all without --topic): each partition's leader, leader epoch,\nreplicas, ISR and offline replicas, and the topic's configs set on it.", stdout, stderr)
+		"Describes topics (all without --topic): each partition's leader, leader epoch,\nreplicas, ISR and offline replicas, and the topic's configs set on it; and\neach partition's state and each replica's state in the controller's state\nmachines, which no Kafka API reports, read from a voter's HTTP endpoint\n(--http; dev mode's with dev mode's bootstrap address).", stdout, stderr)
 	var topics listFlag
+	var httpFlag listFlag
+	c.fs.Var(&httpFlag, "http", "host:port of voters' HTTP endpoints (repeatable) for the partition and replica states; the first that answers is used")
 	c.fs.Var(&topics, "topic", "topic to describe (repeatable; default all)")
 	noConfigs := c.fs.Bool("no-configs", false, "do not fetch the topics' configs")
 	underReplicated := c.fs.Bool("under-replicated-partitions", false, "only partitions whose ISR is smaller than their replicas")
@@ -262,6 +314,7 @@ func topicsDescribe(args []string, stdout, stderr io.Writer) int {
 			return c.fail(err)
 		}
 	}
+	states := c.partitionStates(ctx, httpFlag, topics)
 	names := metaNames(details)
 	if len(topics) > 0 {
 		names = topics
@@ -298,6 +351,12 @@ func topicsDescribe(args []string, stdout, stderr io.Writer) int {
 			if p.Err != nil && !isCode(p.Err, kerr.LeaderNotAvailable) {
 				pd.Error = p.Err.Error()
 			}
+			if st, ok := states[topicPartition{name, p.Partition}]; ok {
+				pd.State = st.State
+				for _, r := range st.Replicas {
+					pd.ReplicaStates = append(pd.ReplicaStates, replicaState{Broker: r.Broker, State: r.State})
+				}
+			}
 			td.Partitions = append(td.Partitions, pd)
 		}
 		out = append(out, td)
@@ -327,11 +386,18 @@ func topicsDescribe(args []string, stdout, stderr io.Writer) int {
 				if p.Leader < 0 {
 					leader = "none"
 				}
+				var rs []string
+				for _, r := range p.ReplicaStates {
+					rs = append(rs, strconv.Itoa(int(r.Broker))+":"+r.State)
+				}
 				rows = append(rows, []string{"", strconv.Itoa(int(p.Partition)), leader, strconv.Itoa(int(p.LeaderEpoch)),
-					ints(p.Replicas), ints(p.ISR), orDash(ints(p.OfflineReplicas))})
+					ints(p.Replicas), ints(p.ISR), orDash(ints(p.OfflineReplicas)), orDash(p.State), orDash(strings.Join(rs, ","))})
 			}
-			c.table([]string{"", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE"}, rows)
+			c.table([]string{"", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE", "STATE", "REPLICA STATES"}, rows)
 		}
+	}
+	if states == nil {
+		fmt.Fprintf(c.stderr, "note: no voter HTTP endpoint answered (--http): partition and replica states unknown\n")
 	}
 	if failed > 0 {
 		fmt.Fprintf(c.stderr, "ctrlnode %s: %d of %d topics could not be described\n", c.name, failed, len(names))
