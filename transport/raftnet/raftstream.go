@@ -54,6 +54,9 @@ type StreamLayer struct {
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
 	closed bool
+	// nodeID, dirID and log are this node's identity (SetIdentity).
+	nodeID, dirID string
+	log           hclog.Logger
 }
 
 var _ raft.StreamLayer = (*StreamLayer)(nil)
@@ -130,11 +133,13 @@ func (s *StreamLayer) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.track(c)
+	return s.track(c, true)
 }
 
-// Dial connects to a peer's advertised address within timeout (no limit
-// when timeout is not positive).
+// Dial connects to a peer's address (a PeerAddress) within timeout (no
+// limit when timeout is not positive). When the address names a
+// directory, the peer must confirm it is that directory before the
+// connection is returned (ErrDirectoryMismatch otherwise).
 func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx := context.Background()
 	if timeout > 0 {
@@ -142,11 +147,22 @@ func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	c, err := s.dial(ctx, string(address))
+	addr, err := ParsePeerAddress(string(address))
 	if err != nil {
 		return nil, err
 	}
-	return s.track(c)
+	c, err := s.dial(ctx, addr.HostPort)
+	if err != nil {
+		return nil, err
+	}
+	if !addr.Legacy() {
+		deadline, _ := ctx.Deadline()
+		if err := s.confirmDirectory(c, addr, deadline); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return s.track(c, false)
 }
 
 // Addr is the advertised address, not the bind address: raft puts it in the
@@ -173,14 +189,14 @@ func (s *StreamLayer) Close() error {
 	return err
 }
 
-func (s *StreamLayer) track(c net.Conn) (net.Conn, error) {
+func (s *StreamLayer) track(c net.Conn, inbound bool) (net.Conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		_ = c.Close()
 		return nil, net.ErrClosed
 	}
-	tc := &trackedConn{Conn: c, owner: s}
+	tc := &trackedConn{Conn: c, owner: s, inbound: inbound}
 	s.conns[tc] = struct{}{}
 	return tc, nil
 }
@@ -192,11 +208,17 @@ func (s *StreamLayer) forget(c *trackedConn) {
 }
 
 // trackedConn removes itself from its stream layer when closed, so the set
-// of open connections does not grow with every reconnect.
+// of open connections does not grow with every reconnect. An inbound one
+// answers a directory handshake on its first read (see Read).
 type trackedConn struct {
 	net.Conn
-	owner *StreamLayer
-	once  sync.Once
+	owner   *StreamLayer
+	once    sync.Once
+	inbound bool
+
+	checkOnce sync.Once
+	checkErr  error
+	pending   []byte
 }
 
 func (c *trackedConn) Close() error {
