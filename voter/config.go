@@ -47,6 +47,12 @@ type Config struct {
 	// takes ownership and closes it on Shutdown.
 	Stream *raftnet.StreamLayer
 
+	// DirectoryID is this copy of the node's data: the directory id its
+	// data directory was formatted with. The stream layer refuses a raft
+	// connection dialled for another directory of the same node id (see
+	// raftnet.PeerAddress). Empty: none, every connection is accepted.
+	DirectoryID string
+
 	// DataDir holds raft.db (term and vote), the log and the snapshots
 	// directory.
 	DataDir string
@@ -144,6 +150,11 @@ func (c *Config) raftConfig(logger hclog.Logger, notify chan<- bool) *raft.Confi
 	rc.NotifyCh = notify
 	rc.BatchApplyCh = true
 	rc.NoSnapshotRestoreOnStart = false
+	// A voter removed from the configuration keeps running as a node
+	// outside the quorum (it campaigns for nothing, it is not a voter)
+	// rather than stopping raft under the controller and listener that
+	// use it.
+	rc.ShutdownOnRemove = false
 
 	rc.HeartbeatTimeout = orDefault(c.HeartbeatTimeout, DefaultHeartbeatTimeout)
 	// Raft requires election >= heartbeat >= lease. When only the heartbeat

@@ -16,11 +16,14 @@ import (
 // Voter is one running raft node with its stores and transport.
 type Voter struct {
 	id      string
+	dir     string
 	addr    string
 	raft    *raft.Raft
 	trans   *raft.NetworkTransport
 	stores  *raftlog.Stores
 	leaders *leaderForwarder
+	log     hclog.Logger
+	members membership
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -55,6 +58,7 @@ func Start(cfg Config) (*Voter, error) {
 			return nil, err
 		}
 	}
+	stream.SetIdentity(cfg.NodeID, cfg.DirectoryID, logger.Named("raftnet"))
 	trans := raftnet.NewRaftTransport(stream, logger.Named("transport"))
 	fail := func(err error) (*Voter, error) {
 		_ = trans.Close()
@@ -81,11 +85,13 @@ func Start(cfg Config) (*Voter, error) {
 	}
 	return &Voter{
 		id:      cfg.NodeID,
+		dir:     cfg.DirectoryID,
 		addr:    string(trans.LocalAddr()),
 		raft:    r,
 		trans:   trans,
 		stores:  stores,
 		leaders: leaders,
+		log:     logger,
 	}, nil
 }
 
@@ -107,7 +113,11 @@ func bootstrapIfNew(cfg *Config, rc *raft.Config, stores *raftlog.Stores, trans 
 	}
 	self := trans.LocalAddr()
 	for _, p := range cfg.Peers {
-		if string(p.ID) == cfg.NodeID && p.Address != self {
+		a, err := raftnet.ParsePeerAddress(string(p.Address))
+		if err != nil {
+			return fmt.Errorf("voter: Peers: %w", err)
+		}
+		if string(p.ID) == cfg.NodeID && raft.ServerAddress(a.HostPort) != self {
 			return fmt.Errorf("voter: Peers list this node (%s) at %s but it advertises %s", cfg.NodeID, p.Address, self)
 		}
 	}
@@ -127,6 +137,10 @@ func closeStream(s *raftnet.StreamLayer) {
 
 // ID is the raft server id of this voter.
 func (v *Voter) ID() string { return v.id }
+
+// DirectoryID is the directory id this voter was started with (see
+// Config.DirectoryID); empty when none.
+func (v *Voter) DirectoryID() string { return v.dir }
 
 // Addr is the address this voter advertises to its peers.
 func (v *Voter) Addr() string { return v.addr }
