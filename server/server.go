@@ -332,7 +332,7 @@ func (s *Server) startVoter() error {
 	s.Node = n
 	image.Store(n.FSM)
 	fwd.c.Store(n.Controller)
-	s.Registry.MustRegister(metrics.NewNodeCollector(n))
+	s.Registry.MustRegister(metrics.NewNodeCollector(n), metrics.NewQuorumCollector(n.Voter))
 	lcfg := listener.Config{
 		Addr: cfg.Listener, Advertise: cfg.ListenerAdvertise, Node: n, Peers: lpeers,
 		Logger: s.log, ClusterID: cfg.ClusterID, Security: cfg.Security, Wire: cfg.ListenerLimits.apply,

@@ -116,7 +116,10 @@ const probeClientID = "ctrlquorum-quorum-probe"
 //   - LeaderID: this voter; LeaderEpoch: the raft term; HighWatermark: the
 //     raft commit index. Offsets are raft log indexes throughout.
 //   - CurrentVoters / Observers: the voters and non-voters of the raft
-//     configuration (GetConfiguration).
+//     configuration (GetConfiguration), with the directory id each one's
+//     raft address names (zero for a legacy address); a non-voter is a
+//     voter being added, still catching up. Nodes: their listeners (see
+//     quorum).
 //   - The leader's own LogEndOffset is its last log index. hashicorp/raft
 //     keeps each follower's match index private, so a follower's log end
 //     is asked of the follower itself: a probe DescribeQuorum to its
@@ -161,39 +164,29 @@ func (l *Listener) describeQuorum(ctx context.Context, c *kafkawire.Conn, req *k
 	hw := r.CommitIndex()
 	rp.HighWatermark = int64(hw)
 
-	var servers []raft.Server
-	if f := r.GetConfiguration(); f.Error() == nil {
-		servers = f.Configuration().Servers
-	}
-	states := make([]kmsg.DescribeQuorumResponseTopicPartitionReplicaState, len(servers))
+	nodes := l.quorum()
+	states := make([]kmsg.DescribeQuorumResponseTopicPartitionReplicaState, len(nodes))
 	var wg sync.WaitGroup
-	for i, s := range servers {
+	for i, n := range nodes {
 		st := &states[i]
 		*st = kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
-		st.LogEndOffset = -1
-		id, err := strconv.ParseInt(string(s.ID), 10, 32)
-		if err != nil {
-			st.ReplicaID = -1
-			continue
-		}
-		st.ReplicaID = int32(id)
-		if int32(id) == l.self {
+		st.ReplicaID, st.ReplicaDirectoryID, st.LogEndOffset = n.id, n.dir, -1
+		if n.id == l.self {
 			st.LogEndOffset = int64(r.LastIndex())
 			continue
 		}
-		p, ok := l.peers[int32(id)]
-		if !ok {
+		if !n.ok {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l.probeFollower(ctx, p, hw, st)
+			l.probeFollower(ctx, n.listener, hw, st)
 		}()
 	}
 	wg.Wait()
-	for i, s := range servers {
-		if s.Suffrage == raft.Voter {
+	for i, n := range nodes {
+		if n.voter {
 			rp.CurrentVoters = append(rp.CurrentVoters, states[i])
 		} else {
 			rp.Observers = append(rp.Observers, states[i])
@@ -201,14 +194,16 @@ func (l *Listener) describeQuorum(ctx context.Context, c *kafkawire.Conn, req *k
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	resp.Topics = append(resp.Topics, rt)
-	for _, id := range l.peerIDs {
-		p := l.peers[id]
-		n := kmsg.NewDescribeQuorumResponseNode()
-		n.NodeID = id
+	for _, n := range nodes {
+		if !n.ok {
+			continue
+		}
+		rn := kmsg.NewDescribeQuorumResponseNode()
+		rn.NodeID = n.id
 		ln := kmsg.NewDescribeQuorumResponseNodeListener()
-		ln.Name, ln.Host, ln.Port = l.cfg.ControllerListener, p.Host, uint16(p.Port)
-		n.Listeners = append(n.Listeners, ln)
-		resp.Nodes = append(resp.Nodes, n)
+		ln.Name, ln.Host, ln.Port = l.cfg.ControllerListener, n.listener.Host, uint16(n.listener.Port)
+		rn.Listeners = append(rn.Listeners, ln)
+		resp.Nodes = append(resp.Nodes, rn)
 	}
 	return resp
 }
@@ -255,7 +250,7 @@ func (l *Listener) quorumProbeAnswer(resp *kmsg.DescribeQuorumResponse) *kmsg.De
 	rp.LeaderEpoch = int32(r.CurrentTerm())
 	rp.HighWatermark = int64(r.CommitIndex())
 	st := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
-	st.ReplicaID = l.self
+	st.ReplicaID, st.ReplicaDirectoryID = l.self, l.ownDirectory()
 	st.LogEndOffset = int64(r.LastIndex())
 	if last := r.LastContact(); !last.IsZero() {
 		st.LastFetchTimestamp = last.UnixMilli()

@@ -92,7 +92,8 @@ func (l *Listener) authorize(a *access, req kmsg.Request) (deny kmsg.Response, s
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return a.incrementalAlterConfigs(r)
 	case *kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.CreateACLsRequest,
-		*kmsg.DeleteACLsRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
+		*kmsg.DeleteACLsRequest, *kmsg.AlterUserSCRAMCredentialsRequest, *kmsg.AddRaftVoterRequest,
+		*kmsg.RemoveRaftVoterRequest:
 		return clusterOp(rl.OpAlter)
 	case *kmsg.ListPartitionReassignmentsRequest, *kmsg.DescribeQuorumRequest, *kmsg.DescribeACLsRequest,
 		*kmsg.DescribeUserSCRAMCredentialsRequest:
@@ -143,6 +144,12 @@ func clusterDenied(req kmsg.Request, msg string) kmsg.Response {
 		return r
 	case *kmsg.DescribeQuorumResponse:
 		r.ErrorCode = code
+		return r
+	case *kmsg.AddRaftVoterResponse:
+		r.ErrorCode, r.ErrorMessage = code, &msg
+		return r
+	case *kmsg.RemoveRaftVoterResponse:
+		r.ErrorCode, r.ErrorMessage = code, &msg
 		return r
 	case *kmsg.DescribeACLsResponse:
 		r.ErrorCode, r.ErrorMessage = code, &msg

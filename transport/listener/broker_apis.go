@@ -32,7 +32,7 @@ func (l *Listener) registerBroker(ctx context.Context, req *kmsg.BrokerRegistrat
 	if l.cfg.ClusterID != "" && req.ClusterID != l.cfg.ClusterID {
 		return 0, kafkaErr(kerr.InconsistentClusterID, "broker %d belongs to cluster %q, this is %q", req.BrokerID, req.ClusterID, l.cfg.ClusterID)
 	}
-	if _, ok := l.peers[req.BrokerID]; ok {
+	if _, ok := l.peer(req.BrokerID); ok {
 		l.log.Warn("refused a broker registration under a controller voter's id", "broker", req.BrokerID)
 		return 0, kafkaErr(kerr.InvalidRequest, "broker id %d is a controller voter's node id: broker and voter ids must be disjoint", req.BrokerID)
 	}

@@ -33,7 +33,7 @@ func (l *Listener) activeID() int32 {
 	if err != nil || int32(n) == l.self {
 		return -1
 	}
-	if _, ok := l.peers[int32(n)]; !ok {
+	if _, ok := l.peer(int32(n)); !ok {
 		// A leader the listener cannot send clients to: Peers is missing
 		// a voter. Saying "unknown" keeps clients retrying instead of
 		// failing on an id absent from the broker list.
@@ -98,16 +98,17 @@ type cluster struct {
 
 func (l *Listener) clusterOf(im *fsm.Image, includeFenced, voters, dataBrokers bool) cluster {
 	c := cluster{brokers: map[int32]dataBroker{}}
-	if voters {
-		for _, id := range l.peerIDs {
-			p := l.peers[id]
-			c.nodes = append(c.nodes, node{id: id, host: p.Host, port: p.Port, voter: true})
+	voterIDs := map[int32]bool{}
+	for _, p := range l.voterListeners() {
+		voterIDs[p.NodeID] = true
+		if voters {
+			c.nodes = append(c.nodes, node{id: p.NodeID, host: p.Host, port: p.Port, voter: true})
 		}
 	}
 	for _, b := range im.Brokers() {
 		ep, ok := endpoint(b.Endpoints, l.cfg.BrokerListener)
 		c.brokers[b.ID] = dataBroker{registered: true, fenced: b.Fenced, endpoint: ok}
-		if _, isVoter := l.peers[b.ID]; isVoter {
+		if voterIDs[b.ID] {
 			l.warnCollision(b.ID)
 			continue
 		}

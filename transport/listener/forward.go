@@ -71,7 +71,7 @@ func (l *Listener) callVoter(ctx context.Context, p PeerListener, clientID strin
 // (unknown, this voter, or unreachable).
 func (l *Listener) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) kmsg.Response {
 	id := l.activeID()
-	p, ok := l.peers[id]
+	p, ok := l.peer(id)
 	if id < 0 || id == l.self || !ok {
 		return nil
 	}

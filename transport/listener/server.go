@@ -159,6 +159,8 @@ var served = []int16{
 	62, // BrokerRegistration
 	63, // BrokerHeartbeat
 	64, // UnregisterBroker
+	80, // AddRaftVoter
+	81, // RemoveRaftVoter
 }
 
 // APIs returns every API key the listener serves with the highest version,
@@ -378,6 +380,10 @@ func (l *Listener) dispatch(ctx context.Context, c *kafkawire.Conn, req kmsg.Req
 		resp = l.describeCluster(r)
 	case *kmsg.DescribeQuorumRequest:
 		resp = l.describeQuorum(ctx, c, r)
+	case *kmsg.AddRaftVoterRequest:
+		resp = l.addRaftVoter(ctx, c, r)
+	case *kmsg.RemoveRaftVoterRequest:
+		resp = l.removeRaftVoter(ctx, c, r)
 	case *kmsg.DescribeConfigsRequest:
 		resp = l.describeConfigs(r)
 	case *kmsg.IncrementalAlterConfigsRequest:
