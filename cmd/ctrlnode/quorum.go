@@ -17,13 +17,16 @@ import (
 )
 
 func runQuorum(args []string, stdout, stderr io.Writer) int {
-	return dispatch("quorum", "The controller quorum, like kafka-metadata-quorum.sh describe.", []subcommand{
+	return dispatch("quorum", "The controller quorum, like kafka-metadata-quorum.sh: describe it, add and remove voters.", []subcommand{
 		{"status", "leader, epoch, commit index, voters and the largest follower lag (--status)", func(a []string, o, e io.Writer) int {
 			return quorumDescribe("status", a, o, e)
 		}},
 		{"replication", "each voter's log end, lag and last fetch (--replication)", func(a []string, o, e io.Writer) int {
 			return quorumDescribe("replication", a, o, e)
 		}},
+		{"describe", "voters and observers with directory ids, lag, last fetch and listener", quorumDescribeVoters},
+		{"add-voter", "add a voter: joins as an observer, catches up, is promoted (add-controller)", quorumAddVoter},
+		{"remove-voter", "remove a voter by id and directory id (remove-controller)", quorumRemoveVoter},
 	}, args, stdout, stderr)
 }
 
@@ -54,8 +57,21 @@ type quorumStatus struct {
 }
 
 // describeQuorum asks the active controller, retrying while leadership
-// moves.
+// moves, and returns its answer with the cluster id.
 func (c *cli) describeQuorum(ctx context.Context) (*kmsg.DescribeQuorumResponse, string, error) {
+	resp, _, err := c.describeQuorumOnly(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	view, err := c.cluster(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	return resp, view.clusterID, nil
+}
+
+// describeQuorumOnly is describeQuorum without the cluster id.
+func (c *cli) describeQuorumOnly(ctx context.Context) (*kmsg.DescribeQuorumResponse, string, error) {
 	req := kmsg.NewPtrDescribeQuorumRequest()
 	rt := kmsg.NewDescribeQuorumRequestTopic()
 	rt.Topic = "__cluster_metadata"
@@ -83,11 +99,7 @@ func (c *cli) describeQuorum(ctx context.Context) (*kmsg.DescribeQuorumResponse,
 	if err != nil {
 		return nil, "", err
 	}
-	view, err := c.cluster(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	return r.(*kmsg.DescribeQuorumResponse), view.clusterID, nil
+	return r.(*kmsg.DescribeQuorumResponse), "", nil
 }
 
 func quorumDescribe(mode string, args []string, stdout, stderr io.Writer) int {
