@@ -40,6 +40,14 @@ type scramSession struct {
 
 	user string // set once the first message is accepted
 	fake bool   // the verifier was made up for an unknown user
+
+	// What the final message of a client that repeats its nonce is
+	// checked against (see finalRepeatedNonce): the verifier shown, the
+	// gs2 header and bare part of the client-first message, and the
+	// server-first message with its nonce.
+	cred                   Credential
+	gs2, firstBare, sFirst string
+	nonce                  string
 }
 
 func newScramSession(mechanism string, lookup Lookup) *scramSession {
@@ -100,6 +108,11 @@ func (s *scramSession) first(msg string) (string, error) {
 		return "", err
 	}
 	s.user = s.conv.Username()
+	// checkClientFirst saw the gs2 header and the user attribute.
+	i := strings.IndexByte(msg, ',')
+	j := i + 1 + strings.IndexByte(msg[i+1:], ',')
+	s.gs2, s.firstBare, s.sFirst = msg[:j+1], msg[j+1:], out
+	s.nonce, _, _ = strings.Cut(strings.TrimPrefix(out, "r="), ",")
 	return out, nil
 }
 
@@ -118,6 +131,7 @@ func (s *scramSession) credential(user string) (scram.StoredCredentials, error) 
 	if !found {
 		c, s.fake = s.fakeCredential(s.mechanism, user), true
 	}
+	s.cred = c
 	return scram.StoredCredentials{
 		KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations},
 		StoredKey:  c.StoredKey,
@@ -131,6 +145,9 @@ func (s *scramSession) final(msg string) (string, error) {
 	if attrs := strings.Split(msg, ","); len(attrs) >= 3 {
 		if err := checkExtensions(attrs[2 : len(attrs)-1]); err != nil {
 			return "", err
+		}
+		if r, ok := strings.CutPrefix(attrs[1], "r="); ok && r != s.nonce && strings.HasSuffix(r, s.nonce) {
+			return s.finalRepeatedNonce(msg)
 		}
 	}
 	out, err := s.conv.Step(msg)
