@@ -14,7 +14,9 @@
 // handler does not serve — closes that connection with a log line; only
 // ApiVersions answers an unknown version, with UNSUPPORTED_VERSION and the
 // versions it does serve, as the protocol requires so that clients can
-// negotiate down.
+// negotiate down. After a SaslHandshake v0 the handler may switch a
+// connection to raw SASL tokens (Session.ReadSASLTokens): size-prefixed
+// tokens without request headers, both ways, until the login finishes.
 //
 // Limits against hostile or broken clients: a frame's size is checked
 // before anything is allocated for it (MaxFrameBytes), and its body is

@@ -47,6 +47,45 @@ type Session struct {
 	// authenticated is set by the handler and read by the connection's
 	// reader, which runs beside it.
 	authenticated atomic.Bool
+	// saslStep, while set, takes the connection's frames as raw SASL
+	// tokens (see ReadSASLTokens); rawTokens tells the reader so.
+	saslStep  func(token []byte) ([]byte, bool, error)
+	rawTokens atomic.Bool
+}
+
+// ReadSASLTokens switches the connection, from the next frame on, to the
+// framing that follows a SaslHandshake v0: each frame is a size-prefixed
+// SASL token with no request header, handed to step, whose answer goes
+// back as a size-prefixed token (empty when step returns none, as Kafka
+// sends it). When step reports done the connection is authenticated and
+// goes back to Kafka requests; when it fails the connection is closed,
+// as v0 has no error response. The client sends its first token only
+// after reading the handshake's answer, so the switch is in place before
+// the reader meets it.
+func (s *Session) ReadSASLTokens(step func(token []byte) (out []byte, done bool, err error)) {
+	s.saslStep = step
+	s.rawTokens.Store(true)
+}
+
+// saslToken answers one raw SASL token.
+func (s *Session) saslToken(token []byte) ([]byte, error) {
+	out, done, err := s.saslStep(token)
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		s.saslStep = nil
+		s.rawTokens.Store(false)
+		s.authenticated.Store(true)
+	}
+	return AppendSASLToken(make([]byte, 0, 4+len(out)), out), nil
+}
+
+// AppendSASLToken appends token as the v0 framing sends it: its size as a
+// 4-byte big-endian integer, then its bytes.
+func AppendSASLToken(dst, token []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(token)))
+	return append(dst, token...)
 }
 
 // CloseAfterResponse makes the server close the connection after sending
@@ -85,8 +124,7 @@ type Config struct {
 	// ApiVersions (key 18) is always served.
 	APIs map[int16]int16
 	// MinVersions raises the lowest version served for some keys (0
-	// otherwise): SaslHandshake v0, which switches the connection to raw
-	// SASL tokens, is one a listener may not serve.
+	// otherwise).
 	MinVersions map[int16]int16
 	// MaxFrameBytes bounds a request frame. Default 100 MiB, Kafka's
 	// socket.request.max.bytes.
@@ -332,11 +370,22 @@ func (s *Server) serveConn(c net.Conn) {
 
 	w := bufio.NewWriterSize(c, 64<<10)
 	for frame := range frames {
-		resp, err := s.handleFrame(c.RemoteAddr(), state, session, frame)
-		s.queue.release(int64(len(frame)))
-		if err != nil {
-			log.Warn("closing connection after a bad request", "reason", err)
-			return
+		var resp []byte
+		var err error
+		if session.saslStep != nil {
+			resp, err = session.saslToken(frame)
+			s.queue.release(int64(len(frame)))
+			if err != nil {
+				log.Info("closing connection: SASL authentication failed", "reason", err)
+				return
+			}
+		} else {
+			resp, err = s.handleFrame(c.RemoteAddr(), state, session, frame)
+			s.queue.release(int64(len(frame)))
+			if err != nil {
+				log.Warn("closing connection after a bad request", "reason", err)
+				return
+			}
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		_, err = w.Write(resp)
@@ -515,7 +564,7 @@ func (rd *connReader) readFrame(busy func() bool) ([]byte, error) {
 			kv:   []any{"frame_bytes", n, "max_unauthenticated_frame_bytes", s.cfg.MaxUnauthenticatedFrameBytes},
 			stat: func(c *limitCounters) { c.unauthenticatedFramesTooLarge.Add(1) }}
 	}
-	if n < 8 {
+	if n < 8 && !rd.session.rawTokens.Load() {
 		return nil, fmt.Errorf("frame of %d bytes is too short for a request header", n)
 	}
 	return rd.readBody(int(n))

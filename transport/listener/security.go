@@ -3,6 +3,7 @@ package listener
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -228,37 +229,58 @@ func (l *Listener) saslHandshake(c *kafkawire.Conn, req *kmsg.SASLHandshakeReque
 			"offered", offered, "remote", remoteOf(c))
 	default:
 		a.mechanism = req.Mechanism
+		if req.GetVersion() == 0 && c != nil && c.Session != nil {
+			// v0 (Kafka serves it, and librdkafka logs in only where it
+			// is offered): the tokens follow as bare size-prefixed
+			// frames instead of SaslAuthenticate requests.
+			c.Session.ReadSASLTokens(func(token []byte) ([]byte, bool, error) {
+				out, done, _, err := l.saslStep(c, a, token)
+				return out, done, err
+			})
+		}
 	}
 	return resp
 }
 
 func (l *Listener) saslAuthenticate(c *kafkawire.Conn, req *kmsg.SASLAuthenticateRequest) *kmsg.SASLAuthenticateResponse {
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
-	a := authOf(c)
-	fail := func(code *kerr.Error, msg string) *kmsg.SASLAuthenticateResponse {
-		l.secStats.authFailures.Add(1)
+	out, _, code, err := l.saslStep(c, authOf(c), req.SASLAuthBytes)
+	if err != nil {
+		msg := err.Error()
 		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
 		if c != nil && c.Session != nil {
 			c.Session.CloseAfterResponse("SASL authentication failed: " + msg)
 		}
 		return resp
 	}
+	resp.SASLAuthBytes = out
+	return resp
+}
+
+// saslStep takes the client's next token of the mechanism its handshake
+// chose, in a SaslAuthenticate or as a raw v0 token, and returns the
+// server's; done when the client has logged in. A failure is counted and
+// comes with the error code SaslAuthenticate answers it with.
+func (l *Listener) saslStep(c *kafkawire.Conn, a *connAuth, token []byte) (out []byte, done bool, code *kerr.Error, err error) {
+	fail := func(code *kerr.Error, err error) ([]byte, bool, *kerr.Error, error) {
+		l.secStats.authFailures.Add(1)
+		return nil, false, code, err
+	}
 	if a.user != "" || a.mechanism == "" {
-		return fail(kerr.IllegalSaslState, "SaslAuthenticate without a SaslHandshake choosing a mechanism first")
+		return fail(kerr.IllegalSaslState, errors.New("SaslAuthenticate without a SaslHandshake choosing a mechanism first"))
 	}
 	if a.session == nil {
 		s, err := sasl.NewSession(a.mechanism, c != nil && c.TLS != nil, l.scramLookup)
 		if err != nil {
-			return fail(kerr.UnsupportedSaslMechanism, err.Error())
+			return fail(kerr.UnsupportedSaslMechanism, err)
 		}
 		a.session = s
 	}
-	out, done, err := a.session.Step(req.SASLAuthBytes)
+	out, done, err = a.session.Step(token)
 	if err != nil {
 		l.log.Warn("SASL authentication failed", "mechanism", a.mechanism, "remote", remoteOf(c), "error", err)
-		return fail(kerr.SaslAuthenticationFailed, err.Error())
+		return fail(kerr.SaslAuthenticationFailed, err)
 	}
-	resp.SASLAuthBytes = out
 	if done {
 		a.user, a.session = a.session.User(), nil
 		if c != nil && c.Session != nil {
@@ -267,7 +289,7 @@ func (l *Listener) saslAuthenticate(c *kafkawire.Conn, req *kmsg.SASLAuthenticat
 		l.secStats.auths.Add(1)
 		l.log.Info("client authenticated", "principal", "User:"+a.user, "mechanism", a.mechanism, "remote", remoteOf(c))
 	}
-	return resp
+	return out, done, nil, nil
 }
 
 // scramLookup reads a user's verifiers from the committed image.

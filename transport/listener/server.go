@@ -174,10 +174,10 @@ func APIs() map[int16]int16 {
 	return out
 }
 
-// MinVersions returns the keys served from a version above 0: SaslHandshake
-// v0 switches the connection to raw SASL tokens, which no current client
-// uses, so only v1 (followed by SaslAuthenticate) is served.
-func MinVersions() map[int16]int16 { return map[int16]int16{17: 1} }
+// MinVersions returns the keys served from a version above 0: none. (Kafka
+// serves SaslHandshake 0–1, and librdkafka logs in only where v0 is in the
+// range; v0's raw SASL tokens are served too.)
+func MinVersions() map[int16]int16 { return map[int16]int16{} }
 
 // New starts serving. The node must be started; the listener does not stop
 // it on Close. A Config.Listener passed in belongs to the Listener from
