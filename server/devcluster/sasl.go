@@ -26,8 +26,8 @@ type Security struct {
 
 // SASL sets up the cluster's SASL: user admin, a super user created at
 // bootstrap, with a random password kept in <data>/sasl-admin.password so
-// that a restart keeps the same one (the credential is in the log).
-// SCRAM-SHA-512 and SCRAM-SHA-256, and PLAIN withTLS.
+// that a restart keeps the same one (the credentials are in the log):
+// SCRAM-SHA-512 and SCRAM-SHA-256 verifiers of it, and PLAIN with TLS.
 func SASL(dataDir string, withTLS bool) (Security, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return Security{}, err
@@ -63,7 +63,12 @@ func SASL(dataDir string, withTLS bool) (Security, error) {
 		Listener: listener.SecurityConfig{
 			SASLMechanisms: mechs,
 			SuperUsers:     []string{"User:admin"},
-			BootstrapUsers: []listener.BootstrapUser{{Name: "admin", Password: pass, Mechanism: sasl.ScramSHA512}},
+			// Both SCRAM mechanisms, so that a client configured for
+			// either logs in with the printed password.
+			BootstrapUsers: []listener.BootstrapUser{
+				{Name: "admin", Password: pass, Mechanism: sasl.ScramSHA512},
+				{Name: "admin", Password: pass, Mechanism: sasl.ScramSHA256},
+			},
 		},
 		Login:        scram.Auth{User: "admin", Pass: pass}.AsSha512Mechanism(),
 		PasswordFile: file,
