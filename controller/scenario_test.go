@@ -323,6 +323,12 @@ type scenario struct {
 
 	printedEntries int
 	printedSent    map[int32]int
+
+	// history holds the transitions the FSM reported (state-change
+	// history); printedHistory how many entries `history` has shown.
+	historyMu      sync.Mutex
+	history        []fsm.EntryChanges
+	printedHistory int
 }
 
 func newScenario(t *testing.T, logs *scenarioLogBuffer) *scenario {
@@ -341,7 +347,12 @@ func newScenario(t *testing.T, logs *scenarioLogBuffer) *scenario {
 	}
 	s.start = s.clock.Now()
 	logger := hclog.New(&hclog.LoggerOptions{Name: "scenario", Level: hclog.Debug, Output: logs, DisableTime: true})
-	s.fsm = fsm.New(fsm.Options{Logger: logger, Halt: func(err error) { t.Errorf("fsm halted: %v", err) }})
+	s.fsm = fsm.New(fsm.Options{Logger: logger, Halt: func(err error) { t.Errorf("fsm halted: %v", err) },
+		OnStateChanges: func(e fsm.EntryChanges) {
+			s.historyMu.Lock()
+			s.history = append(s.history, e)
+			s.historyMu.Unlock()
+		}})
 	s.log = NewMemLog(s.fsm)
 	s.log.Keep = true
 	s.c = New(Config{NodeID: 1, FSM: s.fsm, Log: s.log, Sender: s.sender, Clock: s.clock, Logger: logger,
