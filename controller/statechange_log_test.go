@@ -21,7 +21,10 @@ func TestInvalidTransitionsAreLoggedAndCounted(t *testing.T) {
 		e.addBroker(id, "")
 	}
 	rm := e.m.replication
-	e.run(func(w *work) error { _, err := rm.createTopic(w, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, false); return err })
+	e.run(func(w *work) error {
+		_, err := rm.createTopic(w, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, false)
+		return err
+	})
 	var out bytes.Buffer
 	var count atomic.Int64
 	rm.stateChanges = stateChangeLog{log: hclog.New(&hclog.LoggerOptions{Name: "state.change", Output: &out}), invalid: &count}
