@@ -9,13 +9,14 @@
 // leads (AlterPartition). It serves the controller's LeaderAndIsr,
 // UpdateMetadata and StopReplica on its own Kafka listener with epoch
 // fencing, hands what it accepted to a Host, and keeps a metadata cache
-// that it serves to clients as ApiVersions and Metadata, so a Kafka
-// client pointed at an agent sees what the brokers were told. Its
-// Metadata also lists the active controller as the agent last found it
-// (id and listener address, as the controllers' own Metadata lists it)
-// and names it as controller: a client that, like kgo, takes its broker
-// list from whichever node answered last keeps routing admin requests to
-// a node that serves them.
+// that it serves to clients as Metadata and DescribeCluster, so a Kafka
+// client pointed at an agent sees what the brokers were told: the live
+// brokers only, never a controller voter, with a live broker (itself
+// when it is live) as controller (cluster.go). Every admin request a
+// client may send to any broker is served too: those only the
+// controller can answer are forwarded to the active controller in an
+// Envelope with the client's principal, and the answer relayed
+// (forward.go). ApiVersions advertises exactly what the agent serves.
 //
 // Fencing, checked in this order:
 //   - a request with a controller epoch lower than the highest the agent
@@ -133,6 +134,14 @@ type Config struct {
 	// control requests and serve the controller listeners; empty: any
 	// certificate that names a voter.
 	Voters []int32
+	// ForwardTimeout is the time a forwarded admin request is given, on
+	// top of its own timeout, to reach an active controller. Default 8 s,
+	// below kgo's default 10 s request overhead, so that the client hears
+	// the broker's answer rather than timing out.
+	ForwardTimeout time.Duration
+	// ForwardConns is the number of connections forwarded admin requests
+	// share. Default 4.
+	ForwardConns int
 }
 
 // Agent is a running broker agent.
@@ -161,10 +170,8 @@ type Agent struct {
 	caughtUp        bool
 	heartbeats      uint64
 
-	// controller is the active controller as last found, nil before.
-	controller *controllerNode
-
 	ctrl         *kafkaclient.Controller
+	fwd          *forwarder
 	kick         chan struct{}
 	wantShutdown atomic.Bool
 	shutdownOK   chan struct{}
@@ -199,6 +206,12 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = 8 * time.Second
+	}
+	if cfg.ForwardConns <= 0 {
+		cfg.ForwardConns = 4
 	}
 	if cfg.ControlLogLimit <= 0 {
 		cfg.ControlLogLimit = 100_000
@@ -252,7 +265,7 @@ func Start(cfg Config) (*Agent, error) {
 		// Metadata); control requests are checked per request.
 		ln = tls.NewListener(ln, cfg.TLS.ServerConfig(nil))
 	}
-	apis := map[int16]int16{3: (&kmsg.MetadataRequest{}).MaxVersion(), KeyLeaderAndIsr: 7, KeyStopReplica: 4, KeyUpdateMetadata: 8}
+	apis := servedAPIs()
 	wc := kafkawire.Config{Handler: a, Logger: a.log.Named("listener"), APIs: apis, MaxFrameBytes: cfg.MaxFrameBytes}
 	if cfg.Wire != nil {
 		cfg.Wire(&wc)
@@ -261,12 +274,27 @@ func Start(cfg Config) (*Agent, error) {
 	a.srv = kafkawire.Serve(ln, wc)
 	if len(cfg.Controllers) > 0 {
 		a.ctrl = a.controllerClient(cfg.Controllers)
+		a.fwd = newForwarder(cfg.ForwardConns, func() *kafkaclient.Controller {
+			return kafkaclient.NewController(kafkaclient.ControllerConfig{Bootstrap: cfg.Controllers, Options: a.controllerOptions()})
+		})
 		go a.run()
 	} else {
 		close(a.done)
 	}
 	a.log.Info("broker agent listening", "addr", a.Addr(), "incarnation", a.incarnation.String())
 	return a, nil
+}
+
+// servedAPIs are the API keys the agent's listener serves, with the
+// highest version of each: Metadata and DescribeCluster from its cache,
+// the controller's control requests, and the admin requests it forwards
+// to the controller. ApiVersions advertises exactly these.
+func servedAPIs() map[int16]int16 {
+	apis := kafkaclient.Forwardable()
+	apis[kmsg.Metadata.Int16()] = (&kmsg.MetadataRequest{}).MaxVersion()
+	apis[kmsg.DescribeCluster.Int16()] = (&kmsg.DescribeClusterRequest{}).MaxVersion()
+	apis[KeyLeaderAndIsr], apis[KeyStopReplica], apis[KeyUpdateMetadata] = 7, 4, 8
+	return apis
 }
 
 // voterCheck accepts a certificate that names a configured voter (any
@@ -305,6 +333,7 @@ func (a *Agent) Close() error {
 		<-a.done
 		if a.ctrl != nil {
 			a.ctrl.Close()
+			a.fwd.close()
 		}
 		err = a.srv.Close()
 	})

@@ -25,6 +25,14 @@ import (
 // forgotten on any transport error or NOT_CONTROLLER, so the next
 // request finds the controller again.
 func (a *Agent) controllerClient(bootstrap []string) *kafkaclient.Controller {
+	return kafkaclient.NewController(kafkaclient.ControllerConfig{Bootstrap: bootstrap, Options: a.controllerOptions(), Found: func(n kafkaclient.Node) {
+		a.log.Debug("found the active controller", "controller", n.ID, "addr", n.Addr())
+	}})
+}
+
+// controllerOptions are the options of the agent's connections to the
+// controllers.
+func (a *Agent) controllerOptions() kafkaclient.Options {
 	nd := a.cfg.Dialer
 	if nd == nil {
 		nd = &net.Dialer{}
@@ -38,19 +46,7 @@ func (a *Agent) controllerClient(bootstrap []string) *kafkaclient.Controller {
 	if a.cfg.TLS != nil {
 		opts.Dial = a.cfg.TLS.Dialer(nd, a.voterCheck())
 	}
-	return kafkaclient.NewController(kafkaclient.ControllerConfig{Bootstrap: bootstrap, Options: opts, Found: func(n kafkaclient.Node) {
-		a.mu.Lock()
-		a.controller = &controllerNode{id: n.ID, host: n.Host, port: n.Port}
-		a.mu.Unlock()
-		a.log.Debug("found the active controller", "controller", n.ID, "addr", n.Addr())
-	}})
-}
-
-// controllerNode is the active controller as the agent last found it.
-type controllerNode struct {
-	id   int32
-	host string
-	port int32
+	return opts
 }
 
 // backoff is an exponential backoff with jitter.

@@ -33,7 +33,9 @@ func startDeletionCluster(t *testing.T) (*e2eCluster, *kadm.Client, context.Cont
 	c.startBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	adm := c.admin()
+	// The admin client knows only the brokers, as a client should: the
+	// deletions go through a broker, forwarded to the controller.
+	adm, _ := c.brokerAdmin()
 	c.create(ctx, adm, "keep", 2, 3)
 	return c, adm, ctx
 }

@@ -153,14 +153,14 @@ func (c *e2eCluster) startAgent(id int32) *broker.Agent {
 }
 
 // startBrokers starts agents 1..n and waits until each is registered and
-// unfenced, as the agents and the image both say.
+// unfenced, as the agents and the image both say, and knows the others.
 func (c *e2eCluster) startBrokers(n int32) {
 	for id := int32(1); id <= n; id++ {
 		c.startAgent(id)
 	}
 	waitFor(c.t, fmt.Sprintf("%d unfenced brokers", n), func() bool {
 		for _, a := range c.agents {
-			if s := a.Status(); !s.Registered || s.Fenced {
+			if s := a.Status(); !s.Registered || s.Fenced || len(a.Brokers()) != int(n) {
 				return false
 			}
 		}

@@ -24,13 +24,18 @@ const (
 )
 
 // Handle serves the agent's listener (kafkawire.Handler).
-func (a *Agent) Handle(_ context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
+func (a *Agent) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
 	if refused := a.authorizeControl(c, req); refused != nil {
 		return refused, nil
+	}
+	if _, ok := kafkaclient.Forwardable()[req.Key()]; ok {
+		return a.forward(ctx, c, req), nil
 	}
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
 		return a.metadata(r), nil
+	case *kmsg.DescribeClusterRequest:
+		return a.describeCluster(r), nil
 	case *kmsg.LeaderAndISRRequest:
 		return a.leaderAndIsr(c.ClientID, r), nil
 	case *kmsg.UpdateMetadataRequest:
@@ -499,7 +504,9 @@ func errorCode(err error) int16 {
 	return kerr.KafkaStorageError.Code
 }
 
-// metadata answers a client from the cache.
+// metadata answers a client from the cache: the live brokers (never a
+// controller voter) and, as ControllerID, a live broker (see
+// clientControllerLocked).
 func (a *Agent) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	if a.cfg.ClusterID != "" {
@@ -508,20 +515,13 @@ func (a *Agent) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	resp.ControllerID = a.controllerID
+	resp.ControllerID = a.clientControllerLocked()
 	live := make(map[int32]bool, len(a.brokers))
 	for _, b := range a.brokers {
 		live[b.ID] = true
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, b.Rack
 		resp.Brokers = append(resp.Brokers, mb)
-	}
-	if c := a.controller; c != nil && !live[c.id] {
-		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = c.id, c.host, c.port
-		resp.Brokers = append(resp.Brokers, mb)
-		sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].NodeID < resp.Brokers[j].NodeID })
-		resp.ControllerID = c.id
 	}
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {

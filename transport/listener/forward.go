@@ -2,8 +2,7 @@ package listener
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,9 +11,8 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
 
-// forwardClientID prefixes the client id of a request one voter forwards
-// to another. A voter never forwards such a request again: two voters that
-// each believe the other is active must not bounce it between them.
+// forwardClientID is the client id of the connection a voter forwards
+// requests on to another (the requests themselves keep their client's).
 const forwardClientID = "ctrlquorum-forward"
 
 func clientID(c *kafkawire.Conn) string {
@@ -24,7 +22,16 @@ func clientID(c *kafkawire.Conn) string {
 	return c.ClientID
 }
 
-func forwarded(c *kafkawire.Conn) bool { return strings.HasPrefix(clientID(c), forwardClientID) }
+// forwarded reports whether the request came in an Envelope. A voter
+// never forwards such a request again: two voters that each believe the
+// other is active must not bounce it between them.
+func forwarded(c *kafkawire.Conn) bool {
+	if c == nil || c.Session == nil {
+		return false
+	}
+	a, ok := c.Session.Value.(*connAuth)
+	return ok && a.envelopePrincipal != ""
+}
 
 // maxPeerResponse bounds a response read from another voter.
 const maxPeerResponse = 100 << 20
@@ -66,19 +73,27 @@ func (l *Listener) callVoter(ctx context.Context, p PeerListener, clientID strin
 	return callPeer(ctx, kafkaclient.Options{ClientID: clientID, Dial: l.cfg.Dial, SASL: l.cfg.Security.PeerSASL}, p.addr(), req)
 }
 
-// forward sends a request to the active controller and returns its
-// answer, or nil when there is no active controller to send it to
-// (unknown, this voter, or unreachable).
+// forward sends a request to the active controller in an Envelope (see
+// envelope.go) and returns its answer, or nil when there is no active
+// controller to send it to (unknown, this voter, unreachable, or no
+// longer active).
 func (l *Listener) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) kmsg.Response {
 	id := l.activeID()
 	p, ok := l.peer(id)
 	if id < 0 || id == l.self || !ok {
 		return nil
 	}
-	// The client's principal rides along, for the active voter to
-	// authorize the request as the client (it trusts it only from a
-	// voter's certificate).
-	resp, err := l.callVoter(ctx, p, fmt.Sprintf("%s/%d/%s", forwardClientID, l.self, l.identify(c).principal), req)
+	var ip net.IP
+	if c != nil {
+		if a, ok := c.Remote.(*net.TCPAddr); ok {
+			ip = a.IP
+		}
+	}
+	env := kafkaclient.Envelope(req, clientID(c), l.identify(c).principal, ip)
+	resp, err := l.callVoter(ctx, p, forwardClientID, env)
+	if err == nil {
+		resp, err = kafkaclient.OpenEnvelope(resp.(*kmsg.EnvelopeResponse), req)
+	}
 	if err != nil {
 		l.log.Debug("forwarding to the active controller failed", "api", kmsg.NameForKey(req.Key()), "active", id, "error", err)
 		return nil

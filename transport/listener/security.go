@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,13 +44,13 @@ import (
 // the certificate. Every denial is logged with the principal, operation,
 // resource and the reason.
 //
-// Forwarded requests carry the principal of the client that sent them in
-// the forwarding client id; the active voter takes it from there only on
-// a connection whose certificate names a voter, or that authenticated as
-// a super user (who may do everything anyway), so a client cannot claim
-// someone else's identity by choosing its client id. On TLS listeners
-// the voters' certificates do this; on a SASL listener without TLS, give
-// the voters PeerSASL credentials of a super user.
+// Forwarded requests travel in an Envelope with the principal of the
+// client that sent them; the active voter takes it from there only from a
+// connection allowed CLUSTER_ACTION on the cluster (see envelope.go), so a
+// client cannot claim someone else's identity by wrapping its request. On
+// TLS listeners the brokers' and voters' certificates are allowed; on a
+// SASL listener without TLS, give the voters PeerSASL credentials, and
+// the brokers SASL credentials, of a super user.
 //
 // Bootstrap. On a SASL listener nobody can authenticate before the first
 // credential exists. BootstrapUsers are created by the active voter when
@@ -127,6 +126,9 @@ type connAuth struct {
 	cert     tlsconfig.Identity
 	hasCert  bool
 	certRead bool
+	// envelopePrincipal is the principal of a request taken out of an
+	// Envelope (see envelope.go): the client the forwarding node served.
+	envelopePrincipal string
 }
 
 func authOf(c *kafkawire.Conn) *connAuth {
@@ -166,10 +168,9 @@ func (l *Listener) identify(c *kafkawire.Conn) identity {
 	if a.user != "" {
 		id.principal, id.authenticated = "User:"+a.user, true
 	}
-	if forwarded(c) && (id.hasCert && id.cert.IsVoter() || l.superUsers[id.principal]) {
-		if p, ok := forwardedPrincipal(clientID(c)); ok {
-			id.principal = p
-		}
+	if a.envelopePrincipal != "" {
+		// Served from an envelope, whose sender envelope() trusted.
+		id.principal, id.authenticated = a.envelopePrincipal, true
 	}
 	return id
 }
@@ -305,17 +306,6 @@ func (l *Listener) scramLookup(user string) []sasl.Credential {
 // securityState is the committed image's credentials and rules, read
 // without the image's lock: every request needs them.
 func (l *Listener) securityState() *fsm.Security { return l.node.FSM.Security() }
-
-// forwardedPrincipal reads the principal a forwarding voter put after
-// the voter id: "ctrlquorum-forward/<voter>/<principal>".
-func forwardedPrincipal(id string) (string, bool) {
-	rest, ok := strings.CutPrefix(id, forwardClientID+"/")
-	if !ok {
-		return "", false
-	}
-	_, p, ok := strings.Cut(rest, "/")
-	return p, ok && p != ""
-}
 
 func remoteOf(c *kafkawire.Conn) string {
 	if c == nil || c.Remote == nil {

@@ -756,6 +756,15 @@ func TestTLSClientsCertificatesAndSASL(t *testing.T) {
 		if ec := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; ec != kerr.TopicAuthorizationFailed.Code {
 			t.Fatalf("spoofed forward: %v", kerr.ErrorForCode(ec))
 		}
+		// Nor wrap its request in an envelope naming another principal:
+		// only a broker, a voter or a super user may send one.
+		resp, err = callWith(ctx, dave.Dialer(nil, nil), c.listener(active).Addr().String(), "dave", kafkaclient.Envelope(spoof, "dave", "User:carol", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := resp.(*kmsg.EnvelopeResponse).ErrorCode; ec != kerr.ClusterAuthorizationFailed.Code {
+			t.Fatalf("spoofed envelope: %v", kerr.ErrorForCode(ec))
+		}
 	})
 }
 

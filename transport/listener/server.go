@@ -155,6 +155,7 @@ var served = []int16{
 	51, // AlterUserScramCredentials
 	55, // DescribeQuorum
 	56, // AlterPartition
+	58, // Envelope
 	60, // DescribeCluster
 	62, // BrokerRegistration
 	63, // BrokerHeartbeat
@@ -348,6 +349,8 @@ func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Reque
 func (l *Listener) dispatch(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
 	var resp kmsg.Response
 	switch r := req.(type) {
+	case *kmsg.EnvelopeRequest:
+		resp = l.envelope(ctx, c, r)
 	case *kmsg.SASLHandshakeRequest:
 		resp = l.saslHandshake(c, r)
 	case *kmsg.SASLAuthenticateRequest:

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 // TestStandbyRedirects checks what a voter that is not the active
@@ -221,12 +223,13 @@ func TestStandbyRedirects(t *testing.T) {
 		if ec := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; ec != kerr.NotController.Code {
 			t.Fatalf("without forwarding: %v", kerr.ErrorForCode(ec))
 		}
-		// A forwarded request is never forwarded again.
-		resp, err = call(ctx, sbAddr, forwardClientID+"/1", inc)
+		// A forwarded request is never forwarded again: a standby answers
+		// an envelope NOT_CONTROLLER.
+		resp, err = call(ctx, sbAddr, forwardClientID, kafkaclient.Envelope(inc, "test", "User:ANONYMOUS", nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ec := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; ec != kerr.NotController.Code {
+		if ec := resp.(*kmsg.EnvelopeResponse).ErrorCode; ec != kerr.NotController.Code {
 			t.Fatalf("re-forwarding: %v", kerr.ErrorForCode(ec))
 		}
 	})

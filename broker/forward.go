@@ -1,0 +1,142 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
+)
+
+// Admin requests. A client may send any admin request to any broker.
+// Those only the active controller can answer (kafkaclient.Forwardable:
+// topic, partition, config, ACL, SCRAM, election and reassignment
+// requests, DescribeQuorum) the agent forwards to it inside an Envelope
+// (Kafka's KIP-590) with the client's principal and address, and relays
+// the answer: the controller authorizes the request as that client. The
+// agent decides nothing about them; it only translates.
+//
+// An answer that says NOT_CONTROLLER — on the envelope, or in the
+// request's own answer — sends the request again to the controller found
+// anew (kafkaclient.Controller.Do), until the request's time is up: the
+// request's own timeout, if it has one, plus ForwardTimeout. A client
+// never sees NOT_CONTROLLER from a broker; if no controller took the
+// request in time it gets REQUEST_TIMED_OUT, which it retries.
+//
+// Forwarded requests go over ForwardConns connections of their own, not
+// the one the agent heartbeats on, so that a slow admin request never
+// holds back a heartbeat.
+
+// forwarder is the agent's pool of connections to the active controller
+// for forwarded requests.
+type forwarder struct {
+	idle chan *kafkaclient.Controller
+	all  []*kafkaclient.Controller
+}
+
+func newForwarder(n int, mk func() *kafkaclient.Controller) *forwarder {
+	f := &forwarder{idle: make(chan *kafkaclient.Controller, n)}
+	for range n {
+		c := mk()
+		f.all = append(f.all, c)
+		f.idle <- c
+	}
+	return f
+}
+
+func (f *forwarder) close() {
+	for _, c := range f.all {
+		c.Close()
+	}
+}
+
+// forwardTimeout is the time a forwarded request is given beyond its own
+// timeout, for finding the controller and relaying.
+func (a *Agent) forwardDeadline(req kmsg.Request) time.Duration {
+	var ms int32
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.DeleteTopicsRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.CreatePartitionsRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.ElectLeadersRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.ListPartitionReassignmentsRequest:
+		ms = r.TimeoutMillis
+	}
+	return a.cfg.ForwardTimeout + time.Duration(max(ms, 0))*time.Millisecond
+}
+
+// principal is who the client on c is, as the agent authenticated it:
+// the name its verified certificate gives, or ANONYMOUS.
+func principal(c *kafkawire.Conn) string {
+	if c != nil && c.TLS != nil && len(c.TLS.PeerCertificates) > 0 {
+		if id, err := tlsconfig.PeerIdentity(c.TLS); err == nil {
+			return id.Principal()
+		}
+	}
+	return "User:ANONYMOUS"
+}
+
+// forward sends req to the active controller as the client on c sent it
+// and returns the controller's answer.
+func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) kmsg.Response {
+	if a.fwd == nil {
+		return errorAnswer(req, kerr.NotController.Code, "this broker knows no controller")
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.forwardDeadline(req))
+	defer cancel()
+	var ip net.IP
+	clientID := ""
+	if c != nil {
+		clientID = c.ClientID
+		if ta, ok := c.Remote.(*net.TCPAddr); ok {
+			ip = ta.IP
+		}
+	}
+	env := kafkaclient.Envelope(req, clientID, principal(c), ip)
+	var ctl *kafkaclient.Controller
+	select {
+	case ctl = <-a.fwd.idle:
+	case <-ctx.Done():
+		return errorAnswer(req, kerr.RequestTimedOut.Code, "no connection to the controller was free in time")
+	}
+	defer func() { a.fwd.idle <- ctl }()
+	var inner kmsg.Response
+	_, err := ctl.Do(ctx, env, func(r kmsg.Response) error {
+		resp, err := kafkaclient.OpenEnvelope(r.(*kmsg.EnvelopeResponse), req)
+		if err != nil {
+			return err
+		}
+		if kafkaclient.ForwardedNotController(resp) {
+			return fmt.Errorf("%w: %s answered NOT_CONTROLLER", kafkaclient.ErrNotController, kmsg.NameForKey(req.Key()))
+		}
+		inner = resp
+		return nil
+	})
+	if err == nil {
+		return inner
+	}
+	var ee *kafkaclient.EnvelopeError
+	switch {
+	case errors.As(err, &ee):
+		a.log.Warn("the controller refused a forwarded request", "api", kmsg.NameForKey(req.Key()), "error", err)
+		return errorAnswer(req, ee.Code, err.Error())
+	case ctx.Err() != nil || errors.Is(err, kafkaclient.ErrNotController):
+		a.log.Debug("no controller took a forwarded request in time", "api", kmsg.NameForKey(req.Key()), "error", err)
+		return errorAnswer(req, kerr.RequestTimedOut.Code, "no active controller took the request in time")
+	}
+	a.log.Warn("forwarding a request to the controller failed", "api", kmsg.NameForKey(req.Key()), "error", err)
+	return errorAnswer(req, kerr.UnknownServerError.Code, err.Error())
+}
