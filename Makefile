@@ -19,6 +19,7 @@ run:
 ## test: the whole suite (unit, race, process-level); installs what it needs first
 test: deps lint
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd integration/clients/sarama && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

@@ -21,7 +21,7 @@ import (
 // request never carries a controller epoch lower than one accepted before
 // it, and the leader epoch of a partition never goes back among accepted
 // LeaderAndIsr/UpdateMetadata partitions of the same topic id.
-func checkControlLog(t *testing.T, recs []broker.ControlRecord) {
+func checkControlLog(t testing.TB, recs []broker.ControlRecord) {
 	t.Helper()
 	var highest int32 = -1
 	type key struct {

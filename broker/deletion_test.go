@@ -56,7 +56,7 @@ func cachedTopics(a *broker.Agent) []string {
 // checkGone fails unless neither the agent's cache nor its Metadata
 // answer (for all topics, and for the topic by name) names topic, and
 // unless every topic it still serves has a leader for every partition.
-func checkGone(t *testing.T, a *broker.Agent, topic string) {
+func checkGone(t testing.TB, a *broker.Agent, topic string) {
 	t.Helper()
 	if got := cachedTopics(a); slices.Contains(got, topic) {
 		t.Fatalf("the agent still caches %s: %v", topic, a.Partitions())

@@ -32,7 +32,7 @@ import (
 // ids 1–3 (the listener's id rule).
 
 type e2eCluster struct {
-	t         *testing.T
+	t         testing.TB
 	nodes     []*controller.Node
 	listeners []*listener.Listener
 	pools     []*sender.Pool
@@ -55,7 +55,7 @@ func (h *lateHandler) HandleStopReplicaResponse(b int32, res []sender.StopReplic
 	}
 }
 
-func newE2ECluster(t *testing.T, session time.Duration) *e2eCluster {
+func newE2ECluster(t testing.TB, session time.Duration) *e2eCluster {
 	c := &e2eCluster{t: t, agents: map[int32]*broker.Agent{}}
 	var raftPeers []controller.Peer
 	var peers []listener.PeerListener

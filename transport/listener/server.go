@@ -21,8 +21,11 @@
 // follows ControllerID (kgo sends every admin request there) reroutes by
 // itself. The config mutations (IncrementalAlterConfigs, AlterConfigs) are
 // the exception: clients send them to any broker and do not retry them on
-// NOT_CONTROLLER, so a standby forwards them to the active controller and
-// relays its answer (Config.NoForward turns that off).
+// NOT_CONTROLLER, so a standby forwards them to the active controller in
+// an Envelope and relays its answer (Config.NoForward turns that off).
+//
+// Brokers forward the admin requests only the controller answers in an
+// Envelope with the client's principal (KIP-590, see envelope.go).
 package listener
 
 import (
