@@ -93,7 +93,7 @@ func principal(c *kafkawire.Conn) string {
 // and returns the controller's answer.
 func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) kmsg.Response {
 	if a.fwd == nil {
-		return errorAnswer(req, kerr.NotController.Code, "this broker knows no controller")
+		return errorAnswer(req, kerr.UnknownServerError.Code, "this broker is configured without controllers")
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.forwardDeadline(req))
 	defer cancel()

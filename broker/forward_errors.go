@@ -102,6 +102,10 @@ func errorAnswer(req kmsg.Request, code int16, msg string) kmsg.Response {
 		for _, u := range ar.Upsertions {
 			add(u.Name)
 		}
+	case *kmsg.AddRaftVoterResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *kmsg.RemoveRaftVoterResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
 	case *kmsg.DescribeQuorumResponse:
 		r.ErrorCode = code
 		if req.GetVersion() >= 2 {

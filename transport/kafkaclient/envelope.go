@@ -39,6 +39,8 @@ var forwardable = []int16{
 	50, // DescribeUserScramCredentials
 	51, // AlterUserScramCredentials
 	55, // DescribeQuorum
+	80, // AddRaftVoter
+	81, // RemoveRaftVoter
 }
 
 // Forwardable returns the API keys that travel in an Envelope, each with
