@@ -182,6 +182,9 @@ type Server struct {
 	StateLog *statelog.Log        // nil without the voter role or StateChangeLog
 	Registry *prometheus.Registry // this node's metrics
 
+	// quorum is the voter once started, for voterCheck.
+	quorum atomic.Pointer[voter.Voter]
+
 	stopOnce sync.Once
 	stopErr  error
 	mu       sync.Mutex
@@ -299,7 +302,7 @@ func (s *Server) startVoter() error {
 	if raftTLS := cfg.tlsOr(cfg.RaftTLS); raftTLS != nil {
 		stream, err := raftnet.NewTLSStreamLayer(raftnet.TLSStreamConfig{
 			BindAddr: cfg.RaftAddr, Advertise: cfg.RaftAdvertise, Certs: raftTLS,
-			Peers: tlsconfig.Voters(s.voterIDs()...), Logger: s.log,
+			Peers: s.voterCheck(), Logger: s.log,
 			HandshakeTimeout: cfg.RaftHandshakeTimeout, MaxHandshakes: cfg.RaftMaxHandshakes,
 		})
 		if err != nil {
@@ -330,6 +333,7 @@ func (s *Server) startVoter() error {
 		return err
 	}
 	s.Node = n
+	s.quorum.Store(n.Voter)
 	image.Store(n.FSM)
 	fwd.c.Store(n.Controller)
 	s.Registry.MustRegister(metrics.NewNodeCollector(n), metrics.NewQuorumCollector(n.Voter))
@@ -351,7 +355,7 @@ func (s *Server) startVoter() error {
 			tc = kafkaTLS.ClientListenerConfig()
 		}
 		lcfg.Listener = tls.NewListener(ln, tc)
-		lcfg.Dial = kafkaTLS.Dialer(s.localDialer(), tlsconfig.Voters(s.voterIDs()...))
+		lcfg.Dial = kafkaTLS.Dialer(s.localDialer(), s.voterCheck())
 	}
 	l, err := listener.New(lcfg)
 	if err != nil {
@@ -404,6 +408,35 @@ func (s *Server) localDialer() *net.Dialer {
 		}
 	}
 	return d
+}
+
+// voterCheck accepts, over TLS, the certificate of a configured voter or
+// of any server of the voter's raft configuration: a voter added while
+// this node runs, whose id the voters setting does not list.
+func (s *Server) voterCheck() tlsconfig.PeerCheck {
+	static := map[int32]bool{}
+	for _, id := range s.voterIDs() {
+		static[id] = true
+	}
+	return tlsconfig.VoterFunc(func(id int32) bool {
+		if static[id] {
+			return true
+		}
+		v := s.quorum.Load()
+		if v == nil {
+			return false
+		}
+		ms, _, err := v.Members()
+		if err != nil {
+			return false
+		}
+		for _, m := range ms {
+			if m.NodeID() == id {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // voterIDs are the ids of the configured voters.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/listener"
+	"github.com/ctrlquorum/ctrlquorum/voter/meta"
 )
 
 // The membership commands, like kafka-metadata-quorum's add-controller,
@@ -25,23 +25,18 @@ import (
 // parseDirectoryID reads a directory id in Kafka's Uuid text form (as
 // meta.properties and `ctrlnode format` print it).
 func parseDirectoryID(flag, s string) ([16]byte, error) {
-	var d [16]byte
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 16 {
-		return d, usageErr("--%s %q is not a directory id: want 22 characters of URL-safe base64, as meta.properties' directory.id", flag, s)
+	u, err := meta.ParseUUID(s)
+	if err != nil {
+		return u, usageErr("--%s: %v (the directory.id of the node's meta.properties)", flag, err)
 	}
-	copy(d[:], b)
-	if d == ([16]byte{}) {
-		return d, usageErr("--%s is the zero id", flag)
-	}
-	return d, nil
+	return u, nil
 }
 
 func directoryText(d [16]byte) string {
-	if d == ([16]byte{}) {
+	if meta.UUID(d).IsZero() {
 		return ""
 	}
-	return base64.RawURLEncoding.EncodeToString(d[:])
+	return meta.UUID(d).String()
 }
 
 func hostPort(flag, s string) (string, uint16, error) {

@@ -2,7 +2,6 @@ package listener
 
 import (
 	"context"
-	"crypto/rand"
 	"net"
 	"strconv"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
+	"github.com/ctrlquorum/ctrlquorum/voter/meta"
 )
 
 // joiningVoter is a controller node started with no raft state and no
@@ -28,17 +28,9 @@ type joiningVoter struct {
 	l    *Listener
 }
 
-func newDirectoryID(t *testing.T) [16]byte {
-	var d [16]byte
-	if _, err := rand.Read(d[:]); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func (c *testCluster) startJoiner(id int32) *joiningVoter {
 	c.t.Helper()
-	j := &joiningVoter{id: id, dir: newDirectoryID(c.t.(*testing.T))}
+	j := &joiningVoter{id: id, dir: meta.NewUUID()}
 	stream := testkit.BindOutsideEphemeral(c.t, "127.0.0.1", func(addr string) (*raftnet.StreamLayer, error) {
 		return raftnet.NewTCPStreamLayer(addr, "")
 	})

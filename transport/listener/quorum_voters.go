@@ -1,12 +1,12 @@
 package listener
 
 import (
-	"encoding/base64"
 	"net"
 	"sort"
 	"strconv"
 
 	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
+	"github.com/ctrlquorum/ctrlquorum/voter/meta"
 )
 
 // quorumNode is one server of the raft configuration as the listener
@@ -42,8 +42,8 @@ func (l *Listener) quorum() []quorumNode {
 			continue
 		}
 		n := quorumNode{id: id, voter: m.Voter}
-		if m.Address.DirectoryID != "" {
-			n.dir, _ = parseDirectoryID(m.Address.DirectoryID)
+		if u, err := meta.ParseUUID(m.Address.DirectoryID); err == nil {
+			n.dir = u
 		}
 		if p, ok := peerListener(id, m.Address); ok {
 			n.listener, n.ok = p, true
@@ -113,21 +113,9 @@ func (l *Listener) isVoter(id int32) bool {
 // ownDirectory is this voter's directory id in the wire form, zero when
 // it has none.
 func (l *Listener) ownDirectory() [16]byte {
-	d, _ := parseDirectoryID(l.node.Voter.DirectoryID())
-	return d
-}
-
-// parseDirectoryID reads a Kafka Uuid's text form (22 characters of
-// URL-safe base64).
-func parseDirectoryID(s string) ([16]byte, bool) {
-	var out [16]byte
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 16 {
-		return out, false
-	}
-	copy(out[:], b)
-	return out, true
+	u, _ := meta.ParseUUID(l.node.Voter.DirectoryID())
+	return u
 }
 
 // directoryText is the text form of a wire directory id.
-func directoryText(d [16]byte) string { return base64.RawURLEncoding.EncodeToString(d[:]) }
+func directoryText(d [16]byte) string { return meta.UUID(d).String() }
