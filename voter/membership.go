@@ -325,3 +325,6 @@ func describeMembers(ms []Member) string {
 	}
 	return s + "]"
 }
+
+// Snapshots lists the snapshots this voter keeps, newest first.
+func (v *Voter) Snapshots() ([]*raft.SnapshotMeta, error) { return v.stores.Snapshots.List() }

@@ -29,6 +29,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("failover-rounds", 5, "failovers per cluster")
 	floor := fs.Int("floor-samples", 50, "sequential raw raft commits the floor is the median of")
 	runs := fs.Int("runs", 1, "fresh clusters per scenario; figures are medians over them")
+	membership := fs.Bool("membership", false, "measure adding a voter (snapshot install included) and removing one at each --partitions size, instead of the scenarios")
 	quick := fs.Bool("quick", false, "a small run for a smoke test: 1000 partitions, 200 topics, 2 failovers")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	dir := fs.String("dir", "", "folder for the voters' data (default: a temporary folder, removed afterwards)")
@@ -50,6 +51,11 @@ with raft's election time on a line of its own). The raw raft floor (a
 small entry committed sequentially) is measured on each cluster in the same
 run and every figure is given as a ratio to it. Progress goes to standard
 error. The voters share this machine's cores with the benchmark.
+
+With --membership it measures the quorum's membership changes instead, at
+each image size N on a fresh cluster: adding a fourth voter from an empty
+directory (the leader has just snapshotted and kept no log, so the node
+installs the whole image, then catches up and is promoted), and removing it.
 
 With --log-store all (or a list of stores) it compares raft log stores
 instead, in one run on one disk: a three-voter cluster per store, loaded in
@@ -105,6 +111,10 @@ log of --open-entries entries.
 				*quick, *jsonOut, start, stdout, stderr)
 		}
 		cfg.LogStore = &variants[0]
+	}
+	if *membership {
+		rep, err := benchkit.RunMembership(ctx, cfg)
+		return printReport(rep, err, *jsonOut, start, stdout, stderr)
 	}
 	rep, err := benchkit.Run(ctx, cfg)
 	return printReport(rep, err, *jsonOut, start, stdout, stderr)

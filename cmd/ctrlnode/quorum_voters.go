@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -97,7 +98,11 @@ REQUEST_TIMED_OUT, as in Kafka.`, stdout, stderr)
 		return c.fail(err)
 	}
 	req := kmsg.NewPtrAddRaftVoterRequest()
-	req.VoterID, req.VoterDirectoryID, req.TimeoutMillis, req.AckWhenCommitted = int32(*id), d, c.timeoutMillis(), true
+	// The controller's deadline falls a little before the command's, so
+	// that its answer (REQUEST_TIMED_OUT, the voters as they were) arrives
+	// in time to be printed.
+	req.VoterID, req.VoterDirectoryID, req.AckWhenCommitted = int32(*id), d, true
+	req.TimeoutMillis = int32(min(c.timeout*9/10, time.Duration(math.MaxInt32)*time.Millisecond).Milliseconds())
 	for _, e := range []struct {
 		name string
 		host string
