@@ -104,6 +104,19 @@ func (p *proc) waitLine(t *testing.T, re *regexp.Regexp, timeout time.Duration) 
 	return m
 }
 
+// count returns how many lines so far match re.
+func (p *proc) count(re *regexp.Regexp) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if re.MatchString(l) {
+			n++
+		}
+	}
+	return n
+}
+
 func (p *proc) exited() bool {
 	select {
 	case <-p.done:
