@@ -600,28 +600,18 @@ func wrongPasswordOp(mech string) string {
 	return opWrongPasswordPlain
 }
 
-// prepareLoginCluster gives a --sasl cluster's admin a SCRAM-SHA-256
-// credential beside dev's SCRAM-SHA-512 one, and creates topic.
+// prepareLoginCluster creates topic on a --sasl cluster, for the logins
+// to list. (dev gives admin SCRAM-SHA-512 and SCRAM-SHA-256 credentials.)
 func prepareLoginCluster(t *testing.T, c *matrixCluster, topic string) {
 	t.Helper()
-	r := matrixRun{Bootstrap: c.voters[0]}
-	if c.tlsDir != "" {
-		r.TLSCA, r.TLSCert, r.TLSKey = c.tlsDir+"/ca.crt", c.tlsDir+"/client-admin.crt", c.tlsDir+"/client-admin.key"
-	}
-	adm, err := newKadm(r, "SCRAM-SHA-512", "admin", c.password)
+	r := c.run(phaseSecurity, kindVoter, 0, "")
+	adm, err := newKadm(r, "SCRAM-SHA-512", r.User, r.Password)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "admin", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: c.password}})
-	if err == nil {
-		err = res["admin"].Err
-	}
-	if err != nil {
-		t.Fatalf("%s: a SCRAM-SHA-256 credential for admin: %v", c.name, err)
-	}
 	cr, err := adm.CreateTopics(ctx, 1, 3, nil, topic)
 	if err == nil {
 		err = cr[topic].Err

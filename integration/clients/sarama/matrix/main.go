@@ -178,6 +178,19 @@ func topics(adm sarama.ClusterAdmin, r run) {
 		if !slices.Contains(r.Brokers, controller) {
 			return fmt.Errorf("controller %d is not a broker", controller)
 		}
+		// The cluster id, which DescribeCluster() leaves out: its request
+		// to the controller, as sarama sends it.
+		b, err := adm.Controller()
+		if err != nil {
+			return err
+		}
+		resp, err := b.DescribeCluster(sarama.NewDescribeClusterRequest(sarama.V3_6_0_0))
+		if err != nil {
+			return err
+		}
+		if resp.ClusterID == "" {
+			return errors.New("no cluster id")
+		}
 		return nil
 	})
 	do("create topics", func() error {
