@@ -53,6 +53,26 @@ func (s *StreamLayer) SetIdentity(nodeID, dirID string, logger hclog.Logger) {
 	s.mu.Unlock()
 }
 
+// refusalLogEvery is how often a refusal of the same directory is
+// logged at WARN; the repeats in between, as raft retries, are DEBUG.
+const refusalLogEvery = 30 * time.Second
+
+// warnOrDebug returns logger's Warn for the first refusal of its key in
+// refusalLogEvery, its Debug for the others.
+func (s *StreamLayer) warnOrDebug(logger hclog.Logger, key string) func(string, ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if last, ok := s.warned[key]; ok && now.Sub(last) < refusalLogEvery {
+		return logger.Debug
+	}
+	if s.warned == nil {
+		s.warned = map[string]time.Time{}
+	}
+	s.warned[key] = now
+	return logger.Warn
+}
+
 func (s *StreamLayer) identity() (nodeID, dirID string, logger hclog.Logger) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -84,7 +104,8 @@ func (s *StreamLayer) confirmDirectory(c net.Conn, addr PeerAddress, deadline ti
 	}
 	if head[0] != identityAccepted {
 		nodeID, _, logger := s.identity()
-		logger.Warn("a raft peer refused the connection: the node at its address is another copy of that voter (formatted again after a lost disk?): remove the old voter and add the node as a new one",
+		s.warnOrDebug(logger, "dial/"+addr.HostPort+"/"+string(theirs))(
+			"a raft peer refused the connection: the node at its address is another copy of that voter (formatted again after a lost disk?): remove the old voter and add the node as a new one",
 			"peer", addr.HostPort, "expected_directory", addr.DirectoryID, "peer_directory", string(theirs), "self", nodeID)
 		return fmt.Errorf("%w: %s is directory %q, the voter's is %q", ErrDirectoryMismatch, addr.HostPort, theirs, addr.DirectoryID)
 	}
@@ -142,7 +163,9 @@ func (c *trackedConn) check() {
 	// A node without a directory id cannot tell; it accepts, as before.
 	if own != "" && !bytes.Equal(want, []byte(own)) {
 		reply[0] = identityRefused
-		logger.Warn("refused a raft connection meant for another directory: this node was formatted again (a lost disk?) and is not the voter its peers know under its id. Remove that voter and add this node as a new one: ctrlnode quorum remove-voter --id ID --directory-id OLD, then ctrlnode quorum add-voter with this directory id",
+		c.owner.warnOrDebug(logger, "accept/"+string(want))(
+			fmt.Sprintf("refused a raft connection meant for another directory: this node's directory is %s, and the quorum knows node %s as directory %s: this node was formatted again (a lost disk?) and is not that voter. Replace it: ctrlnode quorum remove-voter --id %s --directory-id %s, then ctrlnode quorum add-voter --id %s --directory-id %s with this node's raft and listener addresses",
+				own, nodeID, want, nodeID, want, nodeID, own),
 			"self", nodeID, "this_directory", own, "expected_directory", string(want), "remote", c.RemoteAddr().String())
 	}
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(identityTimeout))

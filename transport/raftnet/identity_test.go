@@ -115,6 +115,19 @@ func TestDirectoryHandshake(t *testing.T) {
 		}
 	}
 
+	if !strings.Contains(out, "remove-voter --id 1002 --directory-id replacedDirectoryCCCCC") {
+		t.Errorf("the refusal does not give the command to run:\n%s", out)
+	}
+	// Raft retries; the repeats are not logged at WARN again.
+	acc = acceptAndRead(target, 1)
+	if _, err := dialer.Dial(dialAddr(target, "replacedDirectoryCCCCC"), ioTimeout); !errors.Is(err, ErrDirectoryMismatch) {
+		t.Fatalf("second dial for a replaced directory: %v", err)
+	}
+	<-acc
+	if n := strings.Count(logs.String(), "[WARN]"); n != 1 {
+		t.Errorf("%d WARN lines after two refusals, want 1:\n%s", n, logs.String())
+	}
+
 	// A node without a directory id cannot tell and accepts.
 	anon := newLayer(t, "127.0.0.1:0")
 	acc = acceptAndRead(anon, 1)

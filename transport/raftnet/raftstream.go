@@ -57,6 +57,7 @@ type StreamLayer struct {
 	// nodeID, dirID and log are this node's identity (SetIdentity).
 	nodeID, dirID string
 	log           hclog.Logger
+	warned        map[string]time.Time // refusals logged at WARN, by kind and directory
 }
 
 var _ raft.StreamLayer = (*StreamLayer)(nil)
