@@ -115,6 +115,10 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"topics", "list", "--bootstrap", "nonsense"}, 2, `"nonsense" is not host:port`},
 		{[]string{"topics", "list", "--bootstrap", "127.0.0.1:1", "--timeout", "1s"}, 3, "cannot reach the cluster"},
 		{[]string{"quorum", "status", "--bootstrap", "127.0.0.1:1", "--timeout", "1s"}, 3, "cannot reach the cluster"},
+		{[]string{"quorum", "add-voter", "--directory-id", "Xl9rEOEoRkSAi3lxfHTvIQ", "--raft", "h:1", "--listener", "h:2"}, 2, "--id is required"},
+		{[]string{"quorum", "add-voter", "--id", "1004", "--directory-id", "nope", "--raft", "h:1", "--listener", "h:2"}, 2, "--directory-id"},
+		{[]string{"quorum", "add-voter", "--id", "1004", "--directory-id", "Xl9rEOEoRkSAi3lxfHTvIQ", "--listener", "h:2"}, 2, `--raft "" is not host:port`},
+		{[]string{"quorum", "remove-voter"}, 2, "--id is required"},
 		{[]string{"state-hash", "--http", "127.0.0.1:1", "--wait", "0s"}, 3, "no voter could be read"},
 		{[]string{"state-hash", "--bootstrap", "127.0.0.1:1", "--wait", "0s"}, 2, "give them with --http"},
 	}
@@ -139,7 +143,8 @@ func TestCommandLineMistakes(t *testing.T) {
 	for _, sub := range []string{"execute", "list", "cancel", "verify", "generate"} {
 		helps = append(helps, []string{"reassign", sub, "--help"})
 	}
-	helps = append(helps, []string{"brokers", "list", "--help"}, []string{"quorum", "status", "--help"}, []string{"quorum", "replication", "--help"})
+	helps = append(helps, []string{"brokers", "list", "--help"}, []string{"quorum", "status", "--help"}, []string{"quorum", "replication", "--help"},
+		[]string{"quorum", "describe", "--help"}, []string{"quorum", "add-voter", "--help"}, []string{"quorum", "remove-voter", "--help"})
 	for _, h := range helps {
 		r := ctl(t, nil, h...)
 		if r.code != 0 || !strings.Contains(r.stdout, "usage: ctrlnode") {
