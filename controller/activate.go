@@ -84,6 +84,11 @@ func (c *Controller) activate(a *activation) error {
 	a.managers = newManagers(c.cfg.NodeID, c.cfg.SessionTimeout)
 	a.managers.replication.stateChanges = stateChangeLog{log: c.log.Named("state.change"), invalid: &c.invalidStateChanges}
 	ev := c.newEvent("activate", func(m *managers, w *work) (eventOutcome, error) {
+		// A new cluster's level is finalized in its first activation,
+		// decided on the image before this activation's epoch.
+		if err := m.features.bootstrap(w); err != nil {
+			return eventOutcome{}, err
+		}
 		epoch, err := m.quorum.activate(w)
 		if err != nil {
 			return eventOutcome{}, err

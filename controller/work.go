@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -21,6 +23,7 @@ type managers struct {
 	replication *replicationManager
 	configs     *configManager
 	security    *securityManager
+	features    *featuresManager
 }
 
 func newManagers(nodeID int32, sessionTimeout time.Duration) *managers {
@@ -31,6 +34,7 @@ func newManagers(nodeID int32, sessionTimeout time.Duration) *managers {
 		replication: replication,
 		configs:     &configManager{replication: replication},
 		security:    &securityManager{},
+		features:    &featuresManager{},
 	}
 }
 
@@ -106,9 +110,21 @@ func (w *work) img() fsm.Reader { return w.txn }
 // stage applies records to the work's Txn, all or none.
 func (w *work) stage(records ...rl.Record) error {
 	if err := w.txn.Apply(records...); err != nil {
-		return fmt.Errorf("staging %s: %w", records[0].Type(), err)
+		return stagingErr(records[0].Type(), err)
 	}
 	return nil
+}
+
+// stagingErr is the error of a record the FSM refused to stage. A record
+// the finalized metadata.version does not allow yet is a request the
+// cluster cannot serve at its level: UNSUPPORTED_VERSION, as Kafka answers
+// a request that needs a newer metadata.version. Any other refusal is a
+// bug of the handler that computed the record.
+func stagingErr(t rl.RecordType, err error) error {
+	if errors.Is(err, fsm.ErrFeatureLevel) {
+		return kafkaErr(kerr.UnsupportedVersion, "%v", err)
+	}
+	return fmt.Errorf("staging %s: %w", t, err)
 }
 
 // stageEach applies records to the work's Txn one by one. A failure
@@ -117,7 +133,7 @@ func (w *work) stage(records ...rl.Record) error {
 func (w *work) stageEach(records ...rl.Record) error {
 	for _, r := range records {
 		if err := w.txn.Stage(r); err != nil {
-			return fmt.Errorf("staging %s: %w", r.Type(), err)
+			return stagingErr(r.Type(), err)
 		}
 		switch r.Type() {
 		case rl.TypeRegisterBroker, rl.TypeFenceBroker, rl.TypeUnfenceBroker, rl.TypeBrokerShutdown, rl.TypeUnregisterBroker:
@@ -132,7 +148,7 @@ func (w *work) stageEach(records ...rl.Record) error {
 // fsm.Txn.StagePartitionChange).
 func (w *work) stageChange(c rl.PartitionChange) error {
 	if err := w.txn.StagePartitionChange(c.TopicID, c.Delta()); err != nil {
-		return fmt.Errorf("staging %s: %w", rl.TypePartitionChange, err)
+		return stagingErr(rl.TypePartitionChange, err)
 	}
 	return nil
 }

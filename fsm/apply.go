@@ -12,6 +12,9 @@ import (
 // applyRecord applies one record at raft index idx. It either changes the
 // image completely or, returning an error, not at all.
 func applyRecord(im store, idx uint64, r rl.Record) error {
+	if err := checkLevel(im, r); err != nil {
+		return err
+	}
 	switch rec := r.(type) {
 	case *rl.ControllerEpoch:
 		return applyControllerEpoch(im, rec)
@@ -51,6 +54,8 @@ func applyRecord(im store, idx uint64, r rl.Record) error {
 		return applyAclChange(im, rec)
 	case *rl.BrokerConfig:
 		return applyBrokerConfig(im, rec)
+	case *rl.FeatureLevel:
+		return applyFeatureLevel(im, idx, rec)
 	}
 	// The codec only produces the types above; a new type added there
 	// without an apply function must not be skipped silently.
@@ -77,6 +82,7 @@ func applyRegisterBroker(im store, idx uint64, r *rl.RegisterBroker) error {
 		Epoch:       int64(idx),
 		Endpoints:   append([]rl.Endpoint(nil), r.Endpoints...),
 		Rack:        r.Rack,
+		Features:    append([]rl.FeatureRange(nil), r.Features...),
 		Fenced:      true,
 	})
 	return nil

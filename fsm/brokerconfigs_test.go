@@ -2,9 +2,7 @@ package fsm
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io"
 	"slices"
 	"testing"
@@ -13,7 +11,7 @@ import (
 )
 
 func TestBrokerConfigApply(t *testing.T) {
-	tf := newTestFSM(t)
+	tf := atLatestLevel(newTestFSM(t))
 	tf.mustCommit(&rl.BrokerConfig{Broker: "1", Key: "min.insync.replicas", Value: "2"},
 		&rl.BrokerConfig{Broker: "1", Key: "log.retention.ms", Value: "1000"},
 		&rl.BrokerConfig{Broker: "", Key: "min.insync.replicas", Value: "1"})
@@ -42,7 +40,7 @@ func TestBrokerConfigApply(t *testing.T) {
 }
 
 func TestBrokerConfigRejected(t *testing.T) {
-	tf := newTestFSM(t)
+	tf := atLatestLevel(newTestFSM(t))
 	tf.mustCommit(&rl.BrokerConfig{Broker: "1", Key: "min.insync.replicas", Value: "2"})
 	before, _ := tf.StateHash()
 	for _, r := range []*rl.BrokerConfig{
@@ -65,7 +63,7 @@ func TestBrokerConfigRejected(t *testing.T) {
 // A Txn stages broker configs over the image without changing it, and a
 // child's changes reach the parent only when merged.
 func TestBrokerConfigTxn(t *testing.T) {
-	tf := newTestFSM(t)
+	tf := atLatestLevel(newTestFSM(t))
 	tf.mustCommit(&rl.BrokerConfig{Broker: "", Key: "a", Value: "1"})
 	tf.View(func(im *Image) {
 		tx := NewTxn(im, 10)
@@ -86,8 +84,8 @@ func TestBrokerConfigTxn(t *testing.T) {
 	})
 }
 
-// A format-2 snapshot (written before broker configs were in the image)
-// still restores, with none, and keeps its credentials and rules.
+// An image at level 1 has no broker configs and is written in format 2
+// (which the release before feature levels reads), and restores as it was.
 func TestRestoreFormat2Snapshot(t *testing.T) {
 	src := newTestFSM(t)
 	src.seed(2, 1, 2)
@@ -96,15 +94,10 @@ func TestRestoreFormat2Snapshot(t *testing.T) {
 	if err := src.WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	data := buf.Bytes()
-	// Drop the empty broker config section (one zero count) and re-seal
-	// as format 2.
-	if data[len(data)-5] != 0 {
-		t.Fatalf("empty broker config section is not one zero count: % x", data[len(data)-5])
+	old := buf.Bytes()
+	if old[len(snapshotMagic)] != 2 {
+		t.Fatalf("snapshot of a level 1 image in format %d, want 2", old[len(snapshotMagic)])
 	}
-	body := append([]byte(nil), data[:len(data)-5]...)
-	body[len(snapshotMagic)] = 2
-	old := binary.BigEndian.AppendUint32(body, crc32.Checksum(body, castagnoli))
 	dst := newTestFSM(t)
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
 		t.Fatal(err)

@@ -38,7 +38,8 @@ func FuzzApply(f *testing.F) {
 		{&rl.FenceBroker{BrokerID: 1, BrokerEpoch: 1}, &rl.BeginDeleteTopic{TopicID: id}},
 		{scramRecord("alice", rl.ScramSHA256), &rl.DeleteScramCredential{User: "alice", Mechanism: rl.ScramSHA256}},
 		{&rl.AclChange{Add: []rl.AclRule{rule("User:a", rl.OpRead)}}},
-		{&rl.BrokerConfig{Broker: "1", Key: "min.insync.replicas", Value: "2"}, &rl.BrokerConfig{Key: "x", Delete: true}},
+		{&rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: rl.LatestLevel},
+			&rl.BrokerConfig{Broker: "1", Key: "min.insync.replicas", Value: "2"}, &rl.BrokerConfig{Key: "x", Delete: true}},
 	} {
 		b, err := rl.EncodeBatch(recs)
 		if err != nil {
@@ -291,10 +292,18 @@ func applySeeds(t testing.TB) []applySeed {
 			entry(&rl.AclChange{Remove: []rl.AclRule{rule("User:alice", rl.OpRead)}}),
 		}},
 		{name: "broker-configs", entries: [][]byte{
+			entry(&rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: rl.LatestLevel}),
 			entry(&rl.BrokerConfig{Broker: "", Key: "auto.leader.rebalance.enable", Value: "false"},
 				&rl.BrokerConfig{Broker: "2", Key: "min.insync.replicas", Value: "2"}),
 			entry(&rl.BrokerConfig{Broker: "2", Key: "min.insync.replicas", Value: "3"}),
 			entry(&rl.BrokerConfig{Broker: "", Key: "auto.leader.rebalance.enable", Delete: true}),
+		}},
+		{name: "feature-levels", entries: [][]byte{
+			entry(&rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: rl.Level2},
+				&rl.RegisterBroker{BrokerID: 5, IncarnationID: rl.IncarnationID{5}, Endpoints: endpoints,
+					Features: []rl.FeatureRange{{Name: rl.FeatureMetadataVersion, Min: 1, Max: 2}}}),
+			entry(&rl.FeatureLevel{Name: "other.feature", Level: 3}),
+			entry(&rl.FeatureLevel{Name: "other.feature", Level: 0}),
 		}},
 		{name: "refused", refused: true, entries: [][]byte{
 			entry(&rl.FenceBroker{BrokerID: 1, BrokerEpoch: 99}, &rl.ControllerEpoch{Epoch: 1, NodeID: 1001}),

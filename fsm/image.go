@@ -13,9 +13,13 @@ type Broker struct {
 	ID          int32
 	Incarnation raftlog.IncarnationID
 	// Epoch is the raft index of the broker's registration record.
-	Epoch        int64
-	Endpoints    []raftlog.Endpoint
-	Rack         string
+	Epoch     int64
+	Endpoints []raftlog.Endpoint
+	Rack      string
+	// Features is the feature levels the broker supports, as it reported
+	// them at registration (nil: registered at metadata.version 1, which
+	// carries none).
+	Features     []raftlog.FeatureRange
 	Fenced       bool
 	ShuttingDown bool
 }
@@ -140,6 +144,7 @@ type Image struct {
 	snapGen      uint64
 	sec          *Security
 	bcfg         *BrokerConfigs
+	feats        *Features
 	// frozen counts the frozen views (snapshots being written, state
 	// hashes) that may still read topics of an older generation.
 	frozen int
@@ -157,6 +162,7 @@ func newImage() *Image {
 		byName:         map[string]raftlog.TopicID{},
 		sec:            emptySecurity,
 		bcfg:           emptyBrokerConfigs,
+		feats:          emptyFeatures,
 	}
 }
 

@@ -29,6 +29,8 @@ type Reader interface {
 	// BrokerConfigs returns the dynamic broker configs and the cluster
 	// defaults.
 	BrokerConfigs() *BrokerConfigs
+	// Features returns the finalized feature levels.
+	Features() *Features
 }
 
 var (

@@ -159,11 +159,14 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := buf.Bytes()
-	// Drop the empty security and broker config sections (three zero
-	// counts) and re-seal as format 1.
-	body := append([]byte(nil), data[:len(data)-4-3]...)
-	if !bytes.Equal(data[len(data)-7:len(data)-4], []byte{0, 0, 0}) {
-		t.Fatalf("empty security and broker config sections are not three zero counts: % x", data[len(data)-7:len(data)-4])
+	// A level 1 image is written in format 2: drop the empty security
+	// section (two zero counts) and re-seal as format 1.
+	if data[len(snapshotMagic)] != 2 {
+		t.Fatalf("snapshot of a level 1 image in format %d, want 2", data[len(snapshotMagic)])
+	}
+	body := append([]byte(nil), data[:len(data)-4-2]...)
+	if !bytes.Equal(data[len(data)-6:len(data)-4], []byte{0, 0}) {
+		t.Fatalf("empty security section is not two zero counts: % x", data[len(data)-6:len(data)-4])
 	}
 	body[len(snapshotMagic)] = 1
 	old := binary.BigEndian.AppendUint32(body, crc32.Checksum(body, castagnoli))

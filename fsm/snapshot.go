@@ -55,12 +55,13 @@ func (fr *frozenImage) writeTo(w io.Writer) error {
 	fr.sort()
 	crc := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
-	hdr := append([]byte(snapshotMagic), snapshotFormatVersion)
+	format := fr.format()
+	hdr := append([]byte(snapshotMagic), format)
 	hdr = binary.AppendUvarint(hdr, fr.appliedIndex)
 	if _, err := bw.Write(hdr); err != nil {
 		return err
 	}
-	if err := fr.writeBody(bw); err != nil {
+	if err := fr.writeBody(bw, format); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
@@ -149,7 +150,7 @@ func (f *FSM) StateHash() (StateHash, uint64) {
 	defer f.thaw()
 	fr.sort()
 	h := sha256.New()
-	if err := fr.writeBody(h); err != nil {
+	if err := fr.writeBody(h, fr.format()); err != nil {
 		// Writing to a hash cannot fail; encoding could only fail on a
 		// type msgpack does not know, which would be a programming error.
 		panic(fmt.Sprintf("fsm: state hash: %v", err))

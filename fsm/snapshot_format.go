@@ -25,12 +25,20 @@ import (
 //	         ACL rule count | rules (msgpack each)
 //	         (format 3 on) broker config resource count |
 //	         resources (msgpack each: broker name, configs)
+//	         feature count | features (msgpack each) | features epoch
 //	trailer: CRC-32C of header and body (4 bytes, big endian)
 //
 // Partitions use a hand-rolled varint form rather than msgpack: they are
 // nearly all of a large image, and this keeps them near 20 bytes each and
 // quick to write and read. The state hash is SHA-256 over the body, which
 // is canonical: brokers sorted by id, topics by id, partitions by number.
+//
+// Format 3 adds each broker's supported features, the broker configs and
+// the finalized feature levels. It is written only once the image holds
+// any of them, which takes
+// metadata.version 2: an image at level 1 is written in format 2, which
+// the release before feature levels reads, so a voter of that release can
+// still be sent a snapshot during a rolling upgrade.
 const (
 	snapshotMagic         = "CQSNAP"
 	snapshotFormatVersion = 3
@@ -47,6 +55,19 @@ type brokerEntry struct {
 	Rack         string
 	Fenced       bool
 	ShuttingDown bool
+}
+
+// brokerEntryV3 is a broker in format 3: brokerEntry and its features.
+type brokerEntryV3 struct {
+	_msgpack     struct{} `msgpack:",as_array"`
+	ID           int32
+	Incarnation  rl.IncarnationID
+	Epoch        int64
+	Endpoints    []rl.Endpoint
+	Rack         string
+	Fenced       bool
+	ShuttingDown bool
+	Features     []rl.FeatureRange
 }
 
 type reassignEntry struct {
@@ -76,6 +97,23 @@ type frozenImage struct {
 	topics          []*Topic
 	sec             *Security
 	bcfg            *BrokerConfigs
+	feats           *Features
+}
+
+// format is the snapshot format the image is written in: 3 once it holds
+// feature levels, a broker's features or broker configs, which all take
+// metadata.version 2, and 2 before (see
+// snapshotFormatVersion).
+func (fr *frozenImage) format() byte {
+	if fr.feats.Recorded() || len(fr.bcfg.Resources()) > 0 {
+		return 3
+	}
+	for _, b := range fr.brokers {
+		if len(b.Features) > 0 {
+			return 3
+		}
+	}
+	return 2
 }
 
 // freeze must run under the write lock: it starts a new snapshot
@@ -92,6 +130,7 @@ func (im *Image) freeze() *frozenImage {
 		topics:          make([]*Topic, 0, len(im.topics)),
 		sec:             im.sec,
 		bcfg:            im.bcfg,
+		feats:           im.feats,
 	}
 	for _, b := range im.brokers {
 		fr.brokers = append(fr.brokers, b)
@@ -148,13 +187,19 @@ func (c *chunkWriter) msgpack(v any) {
 	c.buf = append(c.buf, b...)
 }
 
-// writeBody writes the canonical body of a frozen image.
-func (fr *frozenImage) writeBody(w io.Writer) error {
+// writeBody writes the canonical body of a frozen image in the given
+// format (2 or 3, fr.format()).
+func (fr *frozenImage) writeBody(w io.Writer, format byte) error {
 	c := &chunkWriter{w: w, buf: make([]byte, 0, 128<<10)}
 	c.varint(int64(fr.controllerEpoch))
 	c.varint(int64(fr.controllerNode))
 	c.uvarint(uint64(len(fr.brokers)))
 	for _, b := range fr.brokers {
+		if format >= 3 {
+			c.msgpack(&brokerEntryV3{ID: b.ID, Incarnation: b.Incarnation, Epoch: b.Epoch, Endpoints: b.Endpoints,
+				Rack: b.Rack, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown, Features: b.Features})
+			continue
+		}
 		c.msgpack(&brokerEntry{ID: b.ID, Incarnation: b.Incarnation, Epoch: b.Epoch, Endpoints: b.Endpoints,
 			Rack: b.Rack, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown})
 	}
@@ -178,7 +223,10 @@ func (fr *frozenImage) writeBody(w io.Writer) error {
 		c.flushIfFull()
 	}
 	writeSecurity(c, fr.sec)
-	writeBrokerConfigs(c, fr.bcfg)
+	if format >= 3 {
+		writeBrokerConfigs(c, fr.bcfg)
+		writeFeatures(c, fr.feats)
+	}
 	c.flush()
 	return c.err
 }
@@ -344,8 +392,15 @@ func readBody(r *reader) (*Image, error) {
 	im.controllerNode = r.int32("controller node")
 	nb := r.count("broker count", 1)
 	for i := 0; i < nb && r.err == nil; i++ {
-		var be brokerEntry
-		r.msgpack("broker", &be)
+		var be brokerEntryV3
+		if r.version >= 3 {
+			r.msgpack("broker", &be)
+		} else {
+			var old brokerEntry
+			r.msgpack("broker", &old)
+			be = brokerEntryV3{ID: old.ID, Incarnation: old.Incarnation, Epoch: old.Epoch, Endpoints: old.Endpoints,
+				Rack: old.Rack, Fenced: old.Fenced, ShuttingDown: old.ShuttingDown}
+		}
 		if r.err != nil {
 			break
 		}
@@ -354,7 +409,7 @@ func readBody(r *reader) (*Image, error) {
 			break
 		}
 		im.brokers[be.ID] = &Broker{ID: be.ID, Incarnation: be.Incarnation, Epoch: be.Epoch, Endpoints: be.Endpoints,
-			Rack: be.Rack, Fenced: be.Fenced, ShuttingDown: be.ShuttingDown}
+			Rack: be.Rack, Fenced: be.Fenced, ShuttingDown: be.ShuttingDown, Features: be.Features}
 	}
 	im.listBrokers()
 	nt := r.count("topic count", 1)
@@ -405,6 +460,7 @@ func readBody(r *reader) (*Image, error) {
 	}
 	if r.err == nil && r.version >= 3 {
 		im.bcfg = readBrokerConfigs(r)
+		im.feats = readFeatures(r)
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -436,4 +492,37 @@ func readPartition(r *reader, p *Partition) {
 		r.fail("partition state %d", p.State)
 	}
 	p.ChangedAt = r.uvarint("changed-at index")
+}
+
+// writeFeatures writes the finalized feature levels (sorted by name) and
+// the index of the last FeatureLevel record.
+func writeFeatures(c *chunkWriter, f *Features) {
+	c.uvarint(uint64(len(f.levels)))
+	for i := range f.levels {
+		c.msgpack(&f.levels[i])
+	}
+	c.uvarint(f.epoch)
+}
+
+func readFeatures(r *reader) *Features {
+	n := r.count("feature count", 1)
+	f := &Features{}
+	for i := 0; i < n && r.err == nil; i++ {
+		var l rl.FeatureLevel
+		r.msgpack("feature", &l)
+		if r.err != nil {
+			break
+		}
+		if l.Name == "" || l.Level == 0 {
+			r.fail("feature %q at level %d", l.Name, l.Level)
+			break
+		}
+		if i > 0 && f.levels[i-1].Name >= l.Name {
+			r.fail("feature %q out of order", l.Name)
+			break
+		}
+		f.levels = append(f.levels, l)
+	}
+	f.epoch = r.uvarint("features epoch")
+	return f
 }

@@ -19,9 +19,12 @@ import (
 func richFSM(t testing.TB) *testFSM {
 	tf := newTestFSM(t)
 	id := tf.seed(4, 1, 2, 3)
-	tf.mustCommit(&rl.ControllerEpoch{Epoch: 1, NodeID: 2})
+	// The level in the same entry as the epoch keeps the broker epochs
+	// (entry indexes) below as they were.
+	tf.mustCommit(&rl.ControllerEpoch{Epoch: 1, NodeID: 2}, &rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: rl.LatestLevel})
 	tf.mustCommit(&rl.RegisterBroker{BrokerID: 9, IncarnationID: rl.IncarnationID{7}, Rack: "rack-b",
-		Endpoints: []rl.Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.9", Port: 9092}}})
+		Endpoints: []rl.Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.9", Port: 9092}},
+		Features:  []rl.FeatureRange{{Name: rl.FeatureMetadataVersion, Min: 1, Max: 2}}})
 	tf.mustCommit(&rl.BrokerShutdown{BrokerID: 4, BrokerEpoch: 7})
 	tf.mustCommit(&rl.TopicConfig{TopicID: id, Key: "unclean.leader.election.enable", Value: "true"})
 	tf.mustCommit(&rl.PartitionChange{TopicID: id, PartitionEpoch: 1, Set: rl.ChangeReplicas | rl.ChangeReassignment,
@@ -253,22 +256,22 @@ type restoreSeed struct {
 	refused bool
 }
 
-// restoreSeeds are real snapshots: an empty image, a small one, one that
-// uses every part of the format, the small one in format 1 (no security
-// section) and in format 2 (no broker config section), which a restore
-// reads and a snapshot rewrites in the current format, and the rich one
-// cut in half with its checksum made to match, which the body decoder
-// refuses.
+// restoreSeeds are real snapshots: an empty image, a small one (at level
+// 1, so in format 2), one that uses every part of the format (format 3),
+// the small one in format 1 (no security section), which a restore reads
+// and a snapshot rewrites in format 2, the small one at level 2 (format
+// 3), and the rich one cut in half with its checksum made to match, which
+// the body decoder refuses.
 func restoreSeeds(t testing.TB) []restoreSeed {
 	snap := func(tf *testFSM) []byte { return snapshotBytes(t, tf.WriteSnapshot) }
 	small := newTestFSM(t)
 	small.seed(3, 1, 2, 3)
 	smallSnap := snap(small)
-	// Format 2 is format 3 without the broker config section, and format
-	// 1 is format 2 without the security section: here three empty counts.
+	// Format 1 is format 2 without the security section: here two empty
+	// counts.
 	body := smallSnap[:len(smallSnap)-4]
-	if !bytes.HasSuffix(body, []byte{0, 0, 0}) {
-		t.Fatalf("the small image's snapshot does not end in empty security and broker config sections: %x", smallSnap)
+	if smallSnap[len(snapshotMagic)] != 2 || !bytes.HasSuffix(body, []byte{0, 0}) {
+		t.Fatalf("the small image's snapshot is not format 2 ending in an empty security section: %x", smallSnap)
 	}
 	older := func(version byte, cut int) []byte {
 		b := append([]byte(nil), body[:len(body)-cut]...)
@@ -281,8 +284,8 @@ func restoreSeeds(t testing.TB) []restoreSeed {
 		{name: "snapshot-empty", data: snap(newTestFSM(t)), written: true},
 		{name: "snapshot-small", data: smallSnap, written: true},
 		{name: "snapshot-rich", data: rich, written: true},
-		{name: "format1-small", data: older(1, 3)},
-		{name: "format2-small", data: older(2, 1)},
+		{name: "format1-small", data: older(1, 2)},
+		{name: "format3-small", data: snap(atLatestLevel(small)), written: true},
 		{name: "cut-rich", data: cut, refused: true},
 	}
 }

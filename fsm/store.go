@@ -43,6 +43,10 @@ type store interface {
 	// installs a new set (a BrokerConfigs is never changed in place).
 	brokerConfigs() *BrokerConfigs
 	setBrokerConfigs(c *BrokerConfigs)
+	// features returns the finalized feature levels; setFeatures installs
+	// a new set (a Features is never changed in place).
+	features() *Features
+	setFeatures(f *Features)
 }
 
 func (im *Image) topic(id rl.TopicID) *Topic {

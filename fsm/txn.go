@@ -50,6 +50,7 @@ type Txn struct {
 	delta   int
 	sec     *Security      // nil: the base's
 	bcfg    *BrokerConfigs // nil: the base's
+	feats   *Features      // nil: the base's
 	records []rl.Record
 	// n counts the staged records as Len does.
 	n int
@@ -210,7 +211,7 @@ func (tx *Txn) absorb(c *Txn) {
 		// The common case of one big event: take its maps as they are.
 		tx.topics, tx.names, tx.brokers, tx.stages = c.topics, c.names, c.brokers, c.stages
 		tx.ctrlSet, tx.ctrl, tx.delta = c.ctrlSet, c.ctrl, c.delta
-		tx.sec, tx.bcfg = c.sec, c.bcfg
+		tx.sec, tx.bcfg, tx.feats = c.sec, c.bcfg, c.feats
 		tx.records = append(tx.records, c.records...)
 		return
 	}
@@ -251,6 +252,9 @@ func (tx *Txn) absorb(c *Txn) {
 	if c.bcfg != nil {
 		tx.bcfg = c.bcfg
 	}
+	if c.feats != nil {
+		tx.feats = c.feats
+	}
 	tx.records = append(tx.records, c.records...)
 }
 
@@ -259,7 +263,7 @@ func (tx *Txn) Empty() bool { return tx.isEmpty() }
 
 func (tx *Txn) isEmpty() bool {
 	return len(tx.topics) == 0 && len(tx.names) == 0 && len(tx.brokers) == 0 && len(tx.stages) == 0 &&
-		!tx.ctrlSet && tx.delta == 0 && tx.sec == nil && tx.bcfg == nil
+		!tx.ctrlSet && tx.delta == 0 && tx.sec == nil && tx.bcfg == nil && tx.feats == nil
 }
 
 // Records returns the staged records in the order they were applied.

@@ -68,10 +68,10 @@ func EncodeRecord(r Record) ([]byte, error) {
 // AppendRecord appends the encoding of r to dst.
 func AppendRecord(dst []byte, r Record) ([]byte, error) {
 	t := r.Type()
-	v, ok := recordVersions[t]
-	if !ok {
+	if _, ok := recordVersions[t]; !ok {
 		return dst, fmt.Errorf("encode: %w: %d", ErrUnknownType, uint8(t))
 	}
+	v := RecordVersion(r)
 	pe := encPool.Get().(*pooledEncoder)
 	defer encPool.Put(pe)
 	pe.buf.Reset()
@@ -122,6 +122,9 @@ func decodeRecord(b []byte, mr *mpReader) (Record, *DecodeError) {
 	r := newRecord(t)
 	if err := decodeBody(r, b[2:], mr); err != nil {
 		return nil, &DecodeError{Type: t, Version: v, Err: err}
+	}
+	if vr, ok := r.(versionedRecord); ok && vr.recordVersion() != v {
+		return nil, &DecodeError{Type: t, Version: v, Err: fmt.Errorf("body is of version %d", vr.recordVersion())}
 	}
 	if err := validate(r); err != nil {
 		return nil, &DecodeError{Type: t, Version: v, Err: err}

@@ -19,6 +19,9 @@ func sampleRecords() []Record {
 		&ControllerEpoch{Epoch: 7, NodeID: 2},
 		&RegisterBroker{BrokerID: 3, IncarnationID: IncarnationID{9, 9}, Rack: "r1",
 			Endpoints: []Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092, SecurityProtocol: 0}}},
+		&RegisterBroker{BrokerID: 4, IncarnationID: IncarnationID{8}, Endpoints: []Endpoint{},
+			Features: []FeatureRange{{Name: FeatureMetadataVersion, Min: 1, Max: 2}}},
+		&FeatureLevel{Name: FeatureMetadataVersion, Level: 2},
 		&FenceBroker{BrokerID: 3, BrokerEpoch: 42},
 		&UnfenceBroker{BrokerID: 3, BrokerEpoch: 42},
 		&BrokerShutdown{BrokerID: 3, BrokerEpoch: 42},
@@ -75,7 +78,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if RecordType(b[0]) != r.Type() || b[1] != recordVersions[r.Type()] {
+			if RecordType(b[0]) != r.Type() || b[1] != RecordVersion(r) {
 				t.Fatalf("header = %d/%d", b[0], b[1])
 			}
 			got, err := DecodeRecord(b)

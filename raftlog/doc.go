@@ -23,5 +23,12 @@
 // decoding a partial value: a record that one voter skips and another applies
 // means divergent replicas, so the FSM stops the node instead.
 //
+// Feature levels keep a voter from ever meeting such a record (levels.go):
+// each record type and version needs a level of the metadata.version
+// feature (recordLevels, one line per type), and a record is staged, and
+// applied, only when the cluster's finalized level allows it. The level is
+// raised only once every voter and broker reads it, so a rolling upgrade
+// runs the new build at the old level first and raises the level last.
+//
 // The package knows nothing about networking or the controller.
 package raftlog

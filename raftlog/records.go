@@ -29,6 +29,7 @@ const (
 	TypePartitionChanges      RecordType = 18
 
 	TypeBrokerConfig RecordType = 20
+	TypeFeatureLevel RecordType = 19
 )
 
 var recordTypeNames = map[RecordType]string{
@@ -53,6 +54,7 @@ var recordTypeNames = map[RecordType]string{
 	TypePartitionChanges:      "PartitionChanges",
 
 	TypeBrokerConfig: "BrokerConfig",
+	TypeFeatureLevel: "FeatureLevel",
 }
 
 func (t RecordType) String() string {
@@ -81,12 +83,15 @@ type ControllerEpoch struct {
 // the entry that carries this record. A new incarnation replaces (and so
 // fences) the previous one. A registered broker starts fenced: it becomes
 // usable with UnfenceBroker once it has caught up.
+//
+// Version 2 adds Features, the feature levels the broker supports; a
+// record with no Features is written as version 1 (see registerbroker.go).
 type RegisterBroker struct {
-	_msgpack      struct{} `msgpack:",as_array"`
 	BrokerID      int32
 	IncarnationID IncarnationID
 	Endpoints     []Endpoint
 	Rack          string
+	Features      []FeatureRange // version 2
 }
 
 // FenceBroker fences a broker (session expired or replaced). BrokerEpoch must
@@ -272,6 +277,7 @@ func (*PartitionChanges) Type() RecordType     { return TypePartitionChanges }
 func (*ScramCredential) Type() RecordType       { return TypeScramCredential }
 func (*DeleteScramCredential) Type() RecordType { return TypeDeleteScramCredential }
 func (*AclChange) Type() RecordType             { return TypeAclChange }
+func (*FeatureLevel) Type() RecordType          { return TypeFeatureLevel }
 
 func (*BrokerConfig) Type() RecordType { return TypeBrokerConfig }
 
@@ -279,7 +285,7 @@ func (*BrokerConfig) Type() RecordType { return TypeBrokerConfig }
 // record with a higher version is refused.
 var recordVersions = map[RecordType]uint8{
 	TypeControllerEpoch:  1,
-	TypeRegisterBroker:   1,
+	TypeRegisterBroker:   2,
 	TypeFenceBroker:      1,
 	TypeUnfenceBroker:    1,
 	TypeBrokerShutdown:   1,
@@ -299,6 +305,7 @@ var recordVersions = map[RecordType]uint8{
 	TypePartitionChanges:      1,
 
 	TypeBrokerConfig: 1,
+	TypeFeatureLevel: 1,
 }
 
 // newRecord returns a zero record of type t, or nil if t is unknown.
@@ -342,6 +349,8 @@ func newRecord(t RecordType) Record {
 		return &PartitionChanges{}
 	case TypeBrokerConfig:
 		return &BrokerConfig{}
+	case TypeFeatureLevel:
+		return &FeatureLevel{}
 	}
 	return nil
 }
