@@ -34,6 +34,9 @@ type BrokerRegistration struct {
 	IncarnationID rl.IncarnationID
 	Endpoints     []rl.Endpoint
 	Rack          string
+	// Features is the feature levels the broker supports. None: not
+	// reported (a build from before feature levels), see registration.
+	Features []rl.FeatureRange
 }
 
 // RegisterBroker registers a broker and returns its broker epoch. The same
@@ -73,7 +76,11 @@ func (m *clusterManager) register(w *work, req BrokerRegistration) (result[int64
 	if old != nil && !old.Fenced && m.sessions.alive(req.BrokerID, w.now) {
 		return res, kafkaErr(kerr.DuplicateBrokerRegistration, "broker %d is registered with incarnation %s and its session is live", req.BrokerID, old.Incarnation)
 	}
-	if err := w.stageEach(&rl.RegisterBroker{BrokerID: req.BrokerID, IncarnationID: req.IncarnationID, Endpoints: req.Endpoints, Rack: req.Rack}); err != nil {
+	rec, err := m.registration(w, req)
+	if err != nil {
+		return res, err
+	}
+	if err := w.stageEach(rec); err != nil {
 		return res, err
 	}
 	if old != nil {
@@ -353,4 +360,26 @@ func (m *clusterManager) importUnfence(w *work, registered []*rl.RegisterBroker)
 	}
 	w.plan.updateMetadataToAll = true
 	return res, nil
+}
+
+// registration is the record that registers req, or UNSUPPORTED_VERSION
+// for a broker that reports a range of metadata.version without the
+// finalized level, as Kafka refuses it. A broker that reports no features
+// is registered at any level: brokers read control requests, whose
+// versions they negotiate, not records, and an upgrade asks such a broker
+// for its levels (ApiVersions) before it raises the level. The broker's
+// features go in the record from level 2, whose RegisterBroker version
+// carries them.
+func (m *clusterManager) registration(w *work, req BrokerRegistration) (*rl.RegisterBroker, error) {
+	level := w.img().Features().MetadataLevel()
+	r := SupportedRange(req.Features, rl.FeatureMetadataVersion)
+	if len(req.Features) > 0 && (level < r.Min || level > r.Max) {
+		return nil, kafkaErr(kerr.UnsupportedVersion, "unable to register because broker %d does not support finalized version %d of %s: it supports %d to %d",
+			req.BrokerID, level, rl.FeatureMetadataVersion, r.Min, r.Max)
+	}
+	rec := &rl.RegisterBroker{BrokerID: req.BrokerID, IncarnationID: req.IncarnationID, Endpoints: req.Endpoints, Rack: req.Rack}
+	if level >= rl.Level2 {
+		rec.Features = req.Features
+	}
+	return rec, nil
 }
