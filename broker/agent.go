@@ -271,6 +271,7 @@ func Start(cfg Config) (*Agent, error) {
 		cfg.Wire(&wc)
 		wc.Handler, wc.APIs = a, apis
 	}
+	wc.Features = supportedFeatures
 	a.srv = kafkawire.Serve(ln, wc)
 	if len(cfg.Controllers) > 0 {
 		a.ctrl = a.controllerClient(cfg.Controllers)
@@ -464,4 +465,16 @@ func clonePS(p *PartitionState) PartitionState {
 	c.Adding = append([]int32(nil), p.Adding...)
 	c.Removing = append([]int32(nil), p.Removing...)
 	return c
+}
+
+// supportedFeatures reports in ApiVersions the feature levels this build
+// reads, which an upgrade of the cluster's level asks of every broker
+// whose registration does not carry them. The finalized levels are the
+// controller's to report: the agent is not told them.
+func supportedFeatures(resp *kmsg.ApiVersionsResponse) {
+	for _, r := range rl.SupportedFeatures() {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = r.Name, int16(r.Min), int16(r.Max)
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	}
 }

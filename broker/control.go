@@ -135,6 +135,11 @@ func (a *Agent) register(ctx context.Context) error {
 	l := kmsg.NewBrokerRegistrationRequestListener()
 	l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", a.advHost, a.advPort, 0
 	req.Listeners = []kmsg.BrokerRegistrationRequestListener{l}
+	for _, r := range rl.SupportedFeatures() {
+		f := kmsg.NewBrokerRegistrationRequestFeature()
+		f.Name, f.MinSupportedVersion, f.MaxSupportedVersion = r.Name, int16(r.Min), int16(r.Max)
+		req.Features = append(req.Features, f)
+	}
 	if a.cfg.Rack != "" {
 		rack := a.cfg.Rack
 		req.Rack = &rack

@@ -83,6 +83,7 @@ func (c *Controller) activate(a *activation) error {
 	}
 	a.managers = newManagers(c.cfg.NodeID, c.cfg.SessionTimeout)
 	a.managers.replication.stateChanges = stateChangeLog{log: c.log.Named("state.change"), invalid: &c.invalidStateChanges}
+	a.managers.features.bootstrapLevel = c.cfg.BootstrapLevel
 	ev := c.newEvent("activate", func(m *managers, w *work) (eventOutcome, error) {
 		// A new cluster's level is finalized in its first activation,
 		// decided on the image before this activation's epoch.

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 // Config configures a Controller.
@@ -35,6 +36,10 @@ type Config struct {
 	QueueSize int
 	// Observer, if set, is told about every committed round (metrics).
 	Observer Observer
+	// BootstrapLevel is the metadata.version a new cluster starts at
+	// (Kafka's format --release-version). Zero: the latest this build
+	// knows.
+	BootstrapLevel rl.Level
 }
 
 func (c *Config) setDefaults() {

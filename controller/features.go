@@ -19,10 +19,15 @@ import (
 // raftlog/levels.go), set by the first active controller of a new cluster
 // and raised by UpdateFeatures once every voter and broker reads the new
 // level. Everything it decides from is in the image or in the request.
-type featuresManager struct{}
+type featuresManager struct {
+	// bootstrapLevel is the level a new cluster starts at, 0 for the
+	// latest.
+	bootstrapLevel rl.Level
+}
 
-// bootstrap finalizes metadata.version at the latest level this build
-// knows when the image is that of a new cluster: no controller has been
+// bootstrap finalizes metadata.version at the bootstrap level (the latest
+// this build knows unless configured) when the image is that of a new
+// cluster: no controller has been
 // active yet and no level is set. A cluster whose log was written by the
 // release before feature levels has had a controller, and stays at level
 // 1 (no FeatureLevel record) until an operator raises it.
@@ -31,10 +36,20 @@ func (m *featuresManager) bootstrap(w *work) error {
 	if epoch, _ := im.ControllerEpoch(); epoch != 0 || im.Features().Recorded() || !emptyImage(im) {
 		return nil
 	}
-	if err := w.stageEach(&rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: rl.LatestLevel}); err != nil {
+	level := m.bootstrapLevel
+	if level == 0 {
+		level = rl.LatestLevel
+	}
+	if level == rl.Level1 {
+		// Level 1 is a log without FeatureLevel records, as the release
+		// before feature levels wrote it.
+		w.log.Info("new cluster: metadata.version finalized", "level", level)
+		return nil
+	}
+	if err := w.stageEach(&rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: level}); err != nil {
 		return err
 	}
-	w.log.Info("new cluster: metadata.version finalized", "level", rl.LatestLevel)
+	w.log.Info("new cluster: metadata.version finalized", "level", level)
 	return nil
 }
 

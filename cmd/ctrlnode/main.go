@@ -7,6 +7,7 @@
 //	ctrlnode reassign    execute, list, cancel, verify, generate partition reassignments
 //	ctrlnode brokers     list the brokers with their fenced and shutting-down state
 //	ctrlnode quorum      the controller quorum's leader, epoch, commit index and lag
+//	ctrlnode features    describe, upgrade or downgrade feature levels (metadata.version)
 //	ctrlnode state-hash  each voter's state hash, compared
 //	ctrlnode acl         add, list, remove authorization rules
 //	ctrlnode scram       set, list, delete users' SCRAM credentials
@@ -39,6 +40,7 @@ func commands() []command {
 		{"reassign", "execute, list, cancel, verify or generate partition reassignments", runReassign},
 		{"brokers", "list the brokers with their fenced and shutting-down state", runBrokers},
 		{"quorum", "the quorum's leader, epoch, commit index and per-voter lag", runQuorum},
+		{"features", "describe, upgrade or downgrade feature levels (metadata.version)", runFeatures},
 		{"state-hash", "each voter's state hash and index, compared", runStateHash},
 		{"state-changes", "the committed replica and partition transitions, from any voter (--follow to stream)", runStateChanges},
 		{"acl", "add, list or remove authorization rules (ACLs)", runACL},

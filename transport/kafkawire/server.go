@@ -181,6 +181,11 @@ type Config struct {
 	// reading its answers does not hold its connection forever. Default
 	// 30 s.
 	WriteTimeout time.Duration
+	// Features, if set, fills the feature fields of an ApiVersions
+	// answer (SupportedFeatures, FinalizedFeatures and their epoch, which
+	// versions 3 and later carry): what the node reads and the levels the
+	// cluster runs at.
+	Features func(resp *kmsg.ApiVersionsResponse)
 }
 
 // Server is a Kafka-protocol listener.
@@ -784,6 +789,9 @@ func (s *Server) versionList() []kmsg.ApiVersionsResponseApiKey {
 func (s *Server) apiVersions(*kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ApiKeys = s.versionList()
+	if s.cfg.Features != nil {
+		s.cfg.Features(resp)
+	}
 	return resp
 }
 

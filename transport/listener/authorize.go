@@ -93,7 +93,7 @@ func (l *Listener) authorize(a *access, req kmsg.Request) (deny kmsg.Response, s
 		return a.incrementalAlterConfigs(r)
 	case *kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.CreateACLsRequest,
 		*kmsg.DeleteACLsRequest, *kmsg.AlterUserSCRAMCredentialsRequest, *kmsg.AddRaftVoterRequest,
-		*kmsg.RemoveRaftVoterRequest:
+		*kmsg.RemoveRaftVoterRequest, *kmsg.UpdateFeaturesRequest:
 		return clusterOp(rl.OpAlter)
 	case *kmsg.ListPartitionReassignmentsRequest, *kmsg.DescribeQuorumRequest, *kmsg.DescribeACLsRequest,
 		*kmsg.DescribeUserSCRAMCredentialsRequest:
@@ -187,6 +187,9 @@ func clusterDenied(req kmsg.Request, msg string) kmsg.Response {
 		}
 		return r
 	case *kmsg.DescribeUserSCRAMCredentialsResponse:
+		r.ErrorCode, r.ErrorMessage = code, &msg
+		return r
+	case *kmsg.UpdateFeaturesResponse:
 		r.ErrorCode, r.ErrorMessage = code, &msg
 		return r
 	}

@@ -43,6 +43,12 @@ func (l *Listener) registerBroker(ctx context.Context, req *kmsg.BrokerRegistrat
 	for _, ln := range req.Listeners {
 		reg.Endpoints = append(reg.Endpoints, rl.Endpoint{Name: ln.Name, Host: ln.Host, Port: ln.Port, SecurityProtocol: ln.SecurityProtocol})
 	}
+	for _, f := range req.Features {
+		if f.MinSupportedVersion < 0 || f.MaxSupportedVersion < f.MinSupportedVersion {
+			return 0, kafkaErr(kerr.InvalidRequest, "feature %s: supported versions %d to %d", f.Name, f.MinSupportedVersion, f.MaxSupportedVersion)
+		}
+		reg.Features = append(reg.Features, rl.FeatureRange{Name: f.Name, Min: rl.Level(f.MinSupportedVersion), Max: rl.Level(f.MaxSupportedVersion)})
+	}
 	cctx, cancel := l.requestContext(ctx, 0)
 	defer cancel()
 	return l.node.Controller.RegisterBroker(cctx, reg)

@@ -60,8 +60,9 @@ type testCluster struct {
 	clientOpts []kgo.Opt
 	// logs, when set, also receives the voters' and listeners' log lines
 	// at Info and above, in JSON.
-	logs     io.Writer
-	observer controller.Observer
+	logs           io.Writer
+	observer       controller.Observer
+	bootstrapLevel rl.Level
 }
 
 type clusterOpts struct {
@@ -84,6 +85,9 @@ type clusterOpts struct {
 	logs       io.Writer
 	// observer, when set, is every voter's controller.Observer.
 	observer controller.Observer
+	// bootstrapLevel is the metadata.version the cluster starts at (0:
+	// the latest).
+	bootstrapLevel rl.Level
 }
 
 func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
@@ -92,7 +96,7 @@ func newTestCluster(t testing.TB, opts clusterOpts) *testCluster {
 		opts.session = 6 * time.Second
 	}
 	c := &testCluster{t: t, session: opts.session, steady: opts.steady, stable: opts.stable, brokers: map[int32]*testBroker{},
-		security: opts.security, clientOpts: opts.clientOpts, logs: opts.logs, observer: opts.observer}
+		security: opts.security, clientOpts: opts.clientOpts, logs: opts.logs, observer: opts.observer, bootstrapLevel: opts.bootstrapLevel}
 	if opts.tls {
 		c.tls = newClusterTLS(t, []int32{1001, 1002, 1003})
 	}
@@ -158,7 +162,7 @@ func (c *testCluster) start(i int, stream *raftnet.StreamLayer, ln net.Listener)
 		Sender:         sender,
 		SessionTimeout: c.session,
 		Logger:         c.logger(fmt.Sprintf("voter-%d", c.ids[i])),
-		Controller:     func(cc *controller.Config) { cc.Observer = c.observer },
+		Controller:     func(cc *controller.Config) { cc.Observer, cc.BootstrapLevel = c.observer, c.bootstrapLevel },
 		Voter: func(vc *voter.Config) {
 			vc.Stream = stream
 			if c.steady {
@@ -488,6 +492,9 @@ type testBroker struct {
 	wantFence    atomic.Bool
 	wantShutdown atomic.Bool
 	lastHB       atomic.Pointer[kmsg.BrokerHeartbeatResponse]
+	// features makes the broker report the feature levels it supports in
+	// ApiVersions, as a build that knows them does.
+	features atomic.Bool
 	// hbOK counts heartbeats answered without error; hbFailed those that
 	// got no answer or an error other than NOT_CONTROLLER (leadership
 	// moving, which a broker retries).
@@ -517,6 +524,11 @@ func (c *testCluster) startBroker(id int32) *testBroker {
 		ln = tls.NewListener(ln, cfg)
 	}
 	srv := kafkawire.Serve(ln, kafkawire.Config{APIs: APIs(), MinVersions: MinVersions(), Logger: testLogger(fmt.Sprintf("broker-%d", id)),
+		Features: func(resp *kmsg.ApiVersionsResponse) {
+			if b.features.Load() {
+				resp.SupportedFeatures = SupportedFeatures()
+			}
+		},
 		Handler: kafkawire.HandlerFunc(func(ctx context.Context, conn *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
 			_, ls := c.snapshot()
 			for _, l := range ls {

@@ -158,6 +158,7 @@ var served = []int16{
 	51, // AlterUserScramCredentials
 	55, // DescribeQuorum
 	56, // AlterPartition
+	57, // UpdateFeatures
 	58, // Envelope
 	60, // DescribeCluster
 	62, // BrokerRegistration
@@ -282,6 +283,7 @@ func newListener(cfg Config) (*Listener, error) {
 		wc.Handler, wc.APIs = l, APIs()
 	}
 	wc.MinVersions = MinVersions()
+	wc.Features = l.apiVersionsFeatures
 	if l.saslEnabled() {
 		wc.NeedsAuthentication = needsLogin
 	}
@@ -404,6 +406,8 @@ func (l *Listener) dispatch(ctx context.Context, c *kafkawire.Conn, req kmsg.Req
 		resp = l.alterPartition(ctx, r)
 	case *kmsg.UnregisterBrokerRequest:
 		resp = l.unregisterBroker(ctx, r)
+	case *kmsg.UpdateFeaturesRequest:
+		resp = l.updateFeatures(ctx, r)
 	default:
 		return nil, fmt.Errorf("%s is not served", kmsg.NameForKey(req.Key()))
 	}
