@@ -15,7 +15,9 @@
 // managers that each own a slice of the metadata image and the requests
 // about it:
 //
-//	quorum.go          quorumManager: the controller epoch (feature levels go here)
+//	quorum.go          quorumManager: the controller epoch
+//	features.go        featuresManager: the finalized feature levels
+//	                   (metadata.version), UpdateFeatures
 //	cluster*.go        clusterManager: registration, heartbeats and sessions,
 //	                   fencing, controlled shutdown, unregistration
 //	replication*.go    replicationManager: replica and partition state machines,

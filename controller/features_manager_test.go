@@ -125,7 +125,7 @@ func TestFeaturesDowngradeRefused(t *testing.T) {
 	down.Type = UnsafeDowngrade
 	wantKafka(t, e.updateFeatures(down, nil), kerr.InvalidUpdateVersion, "unsafe metadata.version downgrades are not supported")
 	down.Type = SafeDowngrade
-	wantKafka(t, e.updateFeatures(down, nil), kerr.InvalidUpdateVersion, "level 2 added FeatureLevel records")
+	wantKafka(t, e.updateFeatures(down, nil), kerr.InvalidUpdateVersion, "level 2 added FeatureLevel")
 	if e.level() != rl.LatestLevel {
 		t.Fatal("a refused downgrade changed the level")
 	}

@@ -4,17 +4,12 @@ import (
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
-// quorumManager owns the records about the controller quorum itself, the
-// place of Kafka's FeatureControlManager and of the quorum's own state in
-// its QuorumController: today the controller epoch, which every
-// activation raises with a ControllerEpoch record and an import may raise
-// further. Feature levels belong here when the controller gets them: the
-// finalized version of each cluster-wide feature, such as the metadata
-// version, which the whole cluster runs at and an operator raises with
-// UpdateFeatures once every node supports the new level. Membership
-// changes are raft's (the voter package). It owns no state beyond the
-// image; its handlers return the epoch the loop sends requests under
-// (effects.epoch).
+// quorumManager owns the records about the controller quorum itself:
+// the controller epoch, which every activation raises with a
+// ControllerEpoch record and an import may raise further. Feature levels
+// are the featuresManager's (features.go), membership changes raft's (the
+// voter package). It owns no state beyond the image; its handlers return
+// the epoch the loop sends requests under (effects.epoch).
 type quorumManager struct {
 	nodeID int32
 }

@@ -79,6 +79,9 @@ release from before feature levels is at level 1.`, stdout, stderr)
 		c.printJSON(out)
 		return exitOK
 	}
+	if len(out) == 0 {
+		fmt.Fprintf(c.stderr, "ctrlnode %s: the active controller reports no feature levels: it runs a build from before feature levels, at metadata.version 1\n", c.name)
+	}
 	var table [][]string
 	for _, f := range out {
 		fin := "-"
