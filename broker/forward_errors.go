@@ -102,6 +102,8 @@ func errorAnswer(req kmsg.Request, code int16, msg string) kmsg.Response {
 		for _, u := range ar.Upsertions {
 			add(u.Name)
 		}
+	case *kmsg.UpdateFeaturesResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
 	case *kmsg.AddRaftVoterResponse:
 		r.ErrorCode, r.ErrorMessage = code, m
 	case *kmsg.RemoveRaftVoterResponse:

@@ -39,6 +39,7 @@ var forwardable = []int16{
 	50, // DescribeUserScramCredentials
 	51, // AlterUserScramCredentials
 	55, // DescribeQuorum
+	57, // UpdateFeatures
 	80, // AddRaftVoter
 	81, // RemoveRaftVoter
 }
