@@ -118,7 +118,7 @@ func kafkajsClient() matrixClient {
 		offers: []string{opDescribeCluster, opCreateTopics, opListTopics, opDescribeTopics, opAddPartitions,
 			opDescribeTopicConfigs, opAlterTopicLegacy, opReassignStart, opReassignList, opDeleteTopics,
 			opCreateACLs, opDescribeACLs, opDeleteACLs, opDescribeBroker, opAlterBrokerLegacy,
-			opLoginSCRAM256, opLoginSCRAM512, opWrongPasswordSCRA256, opWrongPasswordSCRAM, opLoginPlain, opWrongPasswordPlain},
+			opLoginSCRAM256, opLoginSCRAM512, opWrongPasswordSCRA256, opWrongPasswordSCRAM, opLoginPlain, opWrongPasswordPlain, opNoLogin},
 		need: func(t *testing.T) {
 			_, err := exec.LookPath("node")
 			testkit.Need(t, "node (Node.js, for kafkajs)", err)
@@ -139,7 +139,7 @@ func kcatClient() matrixClient {
 	return matrixClient{
 		name: "kcat",
 		offers: []string{opDescribeCluster, opListTopics, opDescribeTopics,
-			opLoginSCRAM256, opLoginSCRAM512, opWrongPasswordSCRA256, opWrongPasswordSCRAM, opLoginPlain, opWrongPasswordPlain},
+			opLoginSCRAM256, opLoginSCRAM512, opWrongPasswordSCRA256, opWrongPasswordSCRAM, opLoginPlain, opWrongPasswordPlain, opNoLogin},
 		need: func(t *testing.T) {
 			_, err := exec.LookPath("kcat")
 			testkit.Need(t, "kcat (Debian package kcat)", err)
@@ -235,6 +235,17 @@ func runKcat(ctx context.Context, _ *testing.T, r matrixRun) []opResult {
 					return fmt.Errorf("got %v, want a SASL authentication error", err)
 				}
 				return nil
+			})
+		}
+		if loginOpOf(opNoLogin, r.Mechanisms) {
+			rs.do(opNoLogin, func() error {
+				md, err := kcat(ctx, r, "", "")
+				var listed []string
+				for _, t := range md.Topics {
+					listed = append(listed, t.Topic)
+				}
+				// kcat creates nothing: only what it lists counts.
+				return noLoginSeen(r.LoginTopic, listed, err, errors.New("kcat creates no topic"))
 			})
 		}
 		return rs

@@ -577,7 +577,37 @@ func kadmLogin(ctx context.Context, r matrixRun) []opResult {
 			return nil
 		})
 	}
+	if loginOpOf(opNoLogin, r.Mechanisms) {
+		rs.do(opNoLogin, func() error {
+			adm, err := newKadm(r, "", "", "")
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			td, listErr := adm.ListTopics(cctx)
+			res, createErr := adm.CreateTopics(cctx, 1, 1, nil, r.Prefix+"-no-login")
+			if createErr == nil {
+				createErr = res.Error()
+			}
+			return noLoginSeen(r.LoginTopic, td.Names(), listErr, createErr)
+		})
+	}
 	return rs
+}
+
+// noLoginSeen checks what a client that does not log in gets from a
+// SASL cluster: an error, or at least no login topic, from listTopics, and
+// an error from createTopic.
+func noLoginSeen(loginTopic string, listed []string, listErr, createErr error) error {
+	if listErr == nil && slices.Contains(listed, loginTopic) {
+		return fmt.Errorf("lists %s without a login", loginTopic)
+	}
+	if createErr == nil {
+		return errors.New("created a topic without a login")
+	}
+	return nil
 }
 
 func loginOp(mech string) string {

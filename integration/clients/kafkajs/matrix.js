@@ -301,8 +301,44 @@ async function login() {
   }
 }
 
+// noLogin checks what a client that does not log in gets from a SASL
+// cluster (the run of its SCRAM mechanisms): an error, or at least no
+// login topic, from listTopics, and an error from createTopics.
+async function noLogin() {
+  if (!run.mechanisms.includes('SCRAM-SHA-512')) return
+  await step('no login, nothing seen or done', async () => {
+    const admin = newAdmin(null, null)
+    try {
+      await admin.connect()
+    } catch (e) {
+      return // refused at once
+    }
+    try {
+      let listed = []
+      try {
+        listed = await admin.listTopics()
+      } catch (e) {
+        listed = []
+      }
+      if (listed.includes(run.login_topic)) fail(`lists ${run.login_topic} without a login`)
+      let created = true
+      try {
+        await admin.createTopics({ topics: [{ topic: run.prefix + '-no-login', numPartitions: 1, replicationFactor: 1 }] })
+      } catch (e) {
+        created = false
+      }
+      if (created) fail('created a topic without a login')
+    } finally {
+      await admin.disconnect()
+    }
+  })
+}
+
 async function main() {
-  if (run.phase === 'login') return login()
+  if (run.phase === 'login') {
+    await login()
+    return noLogin()
+  }
   const admin = newAdmin((run.mechanisms || [])[0], run.password)
   await admin.connect()
   try {

@@ -48,9 +48,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	switch r.Phase {
-	case "login":
+	if r.Phase == "login" {
 		login(r)
+		noLogin(r)
 		return
 	}
 	mech := ""
@@ -592,6 +592,30 @@ func login(r run) {
 			return nil
 		})
 	}
+}
+
+// noLogin checks what a client that does not log in gets from a SASL
+// cluster (the run of its SCRAM mechanisms): an error, or at least no
+// login topic, from ListTopics, and an error from CreateTopic.
+func noLogin(r run) {
+	if !slices.Contains(r.Mechanisms, "SCRAM-SHA-512") {
+		return
+	}
+	do("no login, nothing seen or done", func() error {
+		adm, err := admin(r, "", "", "")
+		if err != nil {
+			return nil // refused at once
+		}
+		defer adm.Close()
+		l, err := adm.ListTopics()
+		if _, ok := l[r.LoginTopic]; err == nil && ok {
+			return fmt.Errorf("lists %s without a login", r.LoginTopic)
+		}
+		if err := adm.CreateTopic(r.Prefix+"-no-login", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err == nil {
+			return errors.New("created a topic without a login")
+		}
+		return nil
+	})
 }
 
 func loginOp(mech string) string {
