@@ -24,6 +24,15 @@ func voters(ranges ...[]rl.FeatureRange) []NodeFeatures {
 	return out
 }
 
+// atLatestLevel finalizes the latest metadata.version in the env's image,
+// as a new cluster's first activation does: handlers that stage records
+// added since the release before feature levels need it (a fresh image is
+// at level 1).
+func (e *managerEnv) atLatestLevel() {
+	e.t.Helper()
+	e.run(func(w *work) error { return e.m.features.bootstrap(w) })
+}
+
 func (e *managerEnv) level() rl.Level {
 	var l rl.Level
 	e.image(func(im *fsm.Image) { l = im.Features().MetadataLevel() })
@@ -60,7 +69,7 @@ func wantKafka(t *testing.T, err error, code *kerr.Error, words string) {
 // epoch and no level (a log of the release before) is left at level 1.
 func TestFeaturesBootstrapOnlyOnANewCluster(t *testing.T) {
 	fresh := newManagerEnv(t)
-	fresh.run(func(w *work) error { return fresh.m.features.bootstrap(w) })
+	fresh.atLatestLevel()
 	if l := fresh.level(); l != rl.LatestLevel {
 		t.Fatalf("new cluster at level %d, want %d", l, rl.LatestLevel)
 	}
@@ -118,7 +127,7 @@ func TestFeaturesUpgradeNeedsEveryNode(t *testing.T) {
 
 func TestFeaturesDowngradeRefused(t *testing.T) {
 	e := newManagerEnv(t)
-	e.run(func(w *work) error { return e.m.features.bootstrap(w) })
+	e.atLatestLevel()
 	down := FeatureUpdate{Feature: rl.FeatureMetadataVersion, Level: 1}
 	down.Type = Upgrade
 	wantKafka(t, e.updateFeatures(down, nil), kerr.InvalidUpdateVersion, "needs the safe or unsafe downgrade type")
