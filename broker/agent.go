@@ -142,6 +142,9 @@ type Config struct {
 	// ForwardConns is the number of connections forwarded admin requests
 	// share. Default 4.
 	ForwardConns int
+	// Service, if set, serves the embedding broker's own APIs (its data
+	// path) on the agent's listener beside the agent's: see Service.
+	Service Service
 }
 
 // Agent is a running broker agent.
@@ -272,6 +275,7 @@ func Start(cfg Config) (*Agent, error) {
 		wc.Handler, wc.APIs = a, apis
 	}
 	wc.Features = supportedFeatures
+	a.withService(&wc)
 	a.srv = kafkawire.Serve(ln, wc)
 	if len(cfg.Controllers) > 0 {
 		a.ctrl = a.controllerClient(cfg.Controllers)

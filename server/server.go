@@ -26,6 +26,7 @@ import (
 	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/broker/replica"
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/fsm/statelog"
@@ -80,6 +81,9 @@ type Config struct {
 	Controllers       []string // bootstrap listeners; empty: the Voters' listeners
 	HeartbeatInterval time.Duration
 	BrokerHost        broker.Host // nil: a broker.MemoryHost
+	// BrokerData, with a Dir, gives the broker a real data path in place
+	// of BrokerHost (see BrokerData).
+	BrokerData BrokerData
 
 	// ZooKeeperMirror, with the voter role, mirrors the committed image to
 	// Kafka's znodes in this ZooKeeper ("host:port[,…][/chroot]") while
@@ -177,6 +181,7 @@ type Server struct {
 	Listener *listener.Listener   // nil without the voter role
 	Sender   *sender.Pool         // nil without the voter role
 	Agent    *broker.Agent        // nil without the broker role
+	Replicas *replica.Manager     // nil without BrokerData.Dir
 	HTTP     *ops.Server          // nil without HTTPAddr
 	Mirror   *zookeeper.Mirror    // nil without ZooKeeperMirror
 	StateLog *statelog.Log        // nil without the voter role or StateChangeLog
@@ -377,16 +382,28 @@ func (s *Server) startBroker() error {
 			ctrls = append(ctrls, v.Listener)
 		}
 	}
+	host := cfg.BrokerHost
+	var service broker.Service
+	if cfg.BrokerData.Dir != "" {
+		rm, err := s.startReplicas()
+		if err != nil {
+			return err
+		}
+		s.Replicas, host, service = rm, rm, rm
+	}
 	a, err := broker.Start(broker.Config{
 		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
 		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
-		Host: cfg.BrokerHost, Logger: s.log, TLS: cfg.tlsOr(cfg.BrokerListenerTLS), Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
+		Host: host, Service: service, Logger: s.log, TLS: cfg.tlsOr(cfg.BrokerListenerTLS), Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
 		Wire: cfg.BrokerListenerLimits.apply,
 	})
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)
 	}
 	s.Agent = a
+	if s.Replicas != nil {
+		s.Replicas.Attach(a)
+	}
 	return nil
 }
 
@@ -555,6 +572,9 @@ func (s *Server) abort() {
 	if s.Agent != nil {
 		_ = s.Agent.Close()
 	}
+	if s.Replicas != nil {
+		_ = s.Replicas.Close()
+	}
 	if s.Listener != nil {
 		_ = s.Listener.Close()
 	}
@@ -580,6 +600,11 @@ func (s *Server) Stop(ctx context.Context) error {
 		if s.Agent != nil {
 			if err := s.Agent.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("broker controlled shutdown: %w", err))
+			}
+		}
+		if s.Replicas != nil {
+			if err := s.Replicas.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("broker data: %w", err))
 			}
 		}
 		if s.Mirror != nil {

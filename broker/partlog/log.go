@@ -222,7 +222,8 @@ func (l *Log) Size() int64 {
 	return n
 }
 
-var errClosed = errors.New("partition log closed")
+// ErrClosed is returned by the methods of a closed log.
+var ErrClosed = errors.New("partition log closed")
 
 // AppendAsLeader appends a producer's batches (as ParseBatches returned
 // them), giving them offsets from the log end and leader epoch epoch in
@@ -232,7 +233,7 @@ func (l *Log) AppendAsLeader(batches []Batch, epoch int32) (first, last int64, e
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return 0, 0, errClosed
+		return 0, 0, ErrClosed
 	}
 	first = l.end
 	next := l.end
@@ -257,7 +258,7 @@ func (l *Log) AppendAsFollower(batches []Batch) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errClosed
+		return ErrClosed
 	}
 	next := l.end
 	for i := range batches {
@@ -338,7 +339,7 @@ func (l *Log) Flush() error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
-		return errClosed
+		return ErrClosed
 	}
 	return l.syncLocked()
 }
@@ -368,7 +369,7 @@ func (l *Log) Read(offset, maxOffset int64, maxBytes int) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
-		return nil, errClosed
+		return nil, ErrClosed
 	}
 	if offset < l.segs[0].base || offset > l.end {
 		return nil, fmt.Errorf("%w: offset %d, log [%d, %d]", ErrOffsetOutOfRange, offset, l.segs[0].base, l.end)
@@ -440,7 +441,7 @@ func (l *Log) Truncate(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errClosed
+		return ErrClosed
 	}
 	if offset >= l.end {
 		return nil
@@ -473,7 +474,7 @@ func (l *Log) AssignEpoch(epoch int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errClosed
+		return ErrClosed
 	}
 	if l.epochs.assign(epoch, l.end) {
 		return l.epochs.save()

@@ -99,7 +99,8 @@ func (s *Session) CloseAfterResponse(reason string) { s.closeAfter = reason }
 func (s *Session) SetAuthenticated() { s.authenticated.Store(true) }
 
 // Handler serves decoded requests. It returns the response to send, or an
-// error to close the connection (for a request that cannot be answered).
+// error to close the connection (for a request that cannot be answered),
+// or neither for a request that gets no response (Produce with acks=0).
 type Handler interface {
 	Handle(ctx context.Context, c *Conn, req kmsg.Request) (kmsg.Response, error)
 }
@@ -391,6 +392,10 @@ func (s *Server) serveConn(c net.Conn) {
 				log.Warn("closing connection after a bad request", "reason", err)
 				return
 			}
+		}
+		if resp == nil {
+			<-slots
+			continue
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		_, err = w.Write(resp)
@@ -745,6 +750,9 @@ func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, sessio
 		resp, err = s.cfg.Handler.Handle(s.ctx, &Conn{Remote: remote, ClientID: h.clientID, Version: h.version, TLS: state, Session: session}, req)
 		if err != nil {
 			return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
+		}
+		if resp == nil {
+			return nil, nil // a request answered with nothing (Produce with acks=0)
 		}
 	}
 	resp.SetVersion(h.version)

@@ -1,0 +1,42 @@
+// Package replica is a broker's replica manager: the data path of the
+// partitions the controller gave the broker, on top of partlog.
+//
+// A Manager is the broker's Host (broker.Host): LeaderAndIsr makes a
+// local replica leader or follower, StopReplica stops it and, with
+// delete, removes its directory. It serves the data APIs on the broker's
+// listener (broker.Config.Service): Produce, Fetch (consumers and
+// follower replicas), ListOffsets and OffsetsForLeaderEpoch. Everything
+// else a client sends — Metadata, the admin requests — is the agent's.
+//
+// Leader epochs are checked on every request that carries one: older
+// than the replica's is FENCED_LEADER_EPOCH, newer is
+// UNKNOWN_LEADER_EPOCH (the broker has not heard of it yet); a request to
+// a replica that does not lead is NOT_LEADER_OR_FOLLOWER.
+//
+// Produce with acks=all is refused with NOT_ENOUGH_REPLICAS while the ISR
+// is smaller than min.insync.replicas, and answered once the high
+// watermark passes the records; if the ISR shrank below
+// min.insync.replicas by then, with NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
+// records are in the log all the same), as Kafka does.
+//
+// The high watermark is the smallest log end offset among the ISR, as
+// the leader learns them from its followers' fetch offsets; consumers
+// read up to it. A follower that has not caught up with the leader's log
+// end for ReplicaLagTime (Kafka's replica.lag.time.max.ms, measured as
+// Kafka measures it: since the last fetch at or past the leader's end
+// offset of the fetch before) is taken out of the ISR through the
+// agent's AlterPartition; a follower outside the ISR that reaches the
+// high watermark is put back the same way.
+//
+// A follower fetches from its leader over one connection per leader
+// broker. Each time it becomes follower in a new leader epoch it first
+// asks the leader, with OffsetsForLeaderEpoch, where its own latest epoch
+// ends in the leader's log and truncates its log there (KIP-101,
+// KIP-279), so that records a former leader wrote but never committed
+// do not stay on this replica.
+//
+// Consumer groups, transactions, compaction and quotas are not served:
+// their API keys are not advertised in ApiVersions, and a request for one
+// closes the connection, which is what a Kafka broker does with an API
+// it does not serve.
+package replica
