@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -93,7 +92,8 @@ func (l *Listener) updateFeatures(ctx context.Context, req *kmsg.UpdateFeaturesR
 	return resp
 }
 
-// nodeFeatures asks every voter of the raft configuration, and every
+// nodeFeatures asks every voter of the raft configuration (at its
+// listener, as DescribeQuorum finds it), and every
 // registered broker whose registration does not carry its levels, which
 // levels it supports, all at once.
 func (l *Listener) nodeFeatures(ctx context.Context) []controller.NodeFeatures {
@@ -102,32 +102,21 @@ func (l *Listener) nodeFeatures(ctx context.Context) []controller.NodeFeatures {
 	add := func(n controller.NodeFeatures, addr string) {
 		out, addrs = append(out, n), append(addrs, addr)
 	}
-	if f := l.node.Voter.Raft().GetConfiguration(); f.Error() != nil {
-		add(controller.NodeFeatures{Voter: true, ID: l.self, Err: f.Error()}, "")
-	} else {
-		for _, s := range f.Configuration().Servers {
-			if s.Suffrage != raft.Voter {
-				continue
-			}
-			id, err := strconv.ParseInt(string(s.ID), 10, 32)
-			if err != nil {
-				add(controller.NodeFeatures{Voter: true, ID: -1, Err: fmt.Errorf("voter id %q is not a node id", s.ID)}, "")
-				continue
-			}
-			n := controller.NodeFeatures{Voter: true, ID: int32(id)}
-			p, ok := l.peers[n.ID]
-			switch {
-			case n.ID == l.self:
-				n.Supported = rl.SupportedFeatures()
-			case !ok:
-				n.Err = errors.New("its listener is not among the voters' listeners")
-			}
-			addr := ""
-			if ok && n.ID != l.self {
-				addr = p.addr()
-			}
-			add(n, addr)
+	for _, q := range l.quorum() {
+		if !q.voter {
+			continue
 		}
+		n := controller.NodeFeatures{Voter: true, ID: q.id}
+		addr := ""
+		switch {
+		case q.id == l.self:
+			n.Supported = rl.SupportedFeatures()
+		case !q.ok:
+			n.Err = errors.New("neither its raft address nor the voters' listeners say where its listener is")
+		default:
+			addr = q.listener.addr()
+		}
+		add(n, addr)
 	}
 	l.node.FSM.View(func(im *fsm.Image) {
 		for _, b := range im.Brokers() {
