@@ -20,6 +20,7 @@
 //	kafka_raft_commit_latency_seconds              time from proposing a round's entries to their commit
 //	kafka_raft_current_epoch                       the raft term
 //	kafka_raft_current_leader                      the raft leader's node id, -1 for none
+//	kafka_server_metadata_loader_current_metadata_version  the finalized metadata.version of this node's image (CurrentMetadataVersion)
 //
 // As in Kafka, the cluster-wide gauges (offline partitions, imbalance,
 // broker and topic counts) are reported by the active controller only;
@@ -149,13 +150,14 @@ var (
 	descApplyLag     = desc("controller", "last_applied_record_lag", "Committed minus applied log entries on this node (the apply lag).")
 	descHalted       = desc("controller", "metadata_error_count", "1 if this node's state machine halted on an entry it could not apply, else 0.")
 	descInvalidSC    = desc("controller", "invalid_state_transitions_total", "Replica and partition state transitions this node refused to stage while active controller (each logged by the state.change logger).")
+	descMV           = desc("server", "metadata_loader_current_metadata_version", "The finalized metadata.version of this node's image.")
 	descRaftTerm     = desc("raft", "current_epoch", "The raft term this node is in.")
 	descRaftLeader   = desc("raft", "current_leader", "Node id of the raft leader as this node knows it, -1 for none.")
 	descRaftLastLog  = desc("raft", "log_end_offset", "Index of the last entry in this node's raft log.")
 	descRaftState    = prometheus.NewDesc("kafka_raft_current_state", "1 for the raft state this node is in, 0 for the others.", []string{"state"}, nil)
 	nodeDescriptions = []*prometheus.Desc{descActive, descEpoch, descOffline, descImbalance, descActiveBr, descFencedBr,
 		descShutdownBr, descTopics, descPartitions, descReassigning, descDeleting, descApplied, descCommitted,
-		descApplyLag, descHalted, descInvalidSC, descRaftTerm, descRaftLeader, descRaftLastLog, descRaftState}
+		descApplyLag, descHalted, descInvalidSC, descMV, descRaftTerm, descRaftLeader, descRaftLastLog, descRaftState}
 )
 
 // Describe implements prometheus.Collector.
@@ -175,6 +177,7 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.imageStats()
 	gauge(descActive, b2f(active))
 	gauge(descEpoch, float64(st.ControllerEpoch))
+	gauge(descMV, float64(st.MetadataVersion))
 	var cluster ImageStats
 	if active {
 		cluster = st

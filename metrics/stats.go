@@ -9,6 +9,8 @@ type ImageStats struct {
 	AppliedIndex    uint64
 	ControllerEpoch int32
 	ControllerNode  int32
+	// MetadataVersion is the finalized metadata.version of the image.
+	MetadataVersion int
 
 	ActiveBrokers, FencedBrokers, ShuttingDownBrokers int
 	Topics, Partitions                                int
@@ -27,6 +29,7 @@ func ReadImageStats(f *fsm.FSM) ImageStats {
 	f.View(func(im *fsm.Image) {
 		st.AppliedIndex = im.AppliedIndex()
 		st.ControllerEpoch, st.ControllerNode = im.ControllerEpoch()
+		st.MetadataVersion = int(im.Features().MetadataLevel())
 		for _, b := range im.Brokers() {
 			switch {
 			case b.Fenced:

@@ -60,7 +60,7 @@ func TestReadImageStats(t *testing.T) {
 		&rl.PartitionChange{TopicID: id, Partition: 1, Set: rl.ChangeLeader | rl.ChangeISR, Leader: 1, ISR: []int32{1, 2}},
 	)
 	st := ReadImageStats(f)
-	want := ImageStats{AppliedIndex: idx, ControllerNode: -1, ActiveBrokers: 2, FencedBrokers: 1, ShuttingDownBrokers: 1, Topics: 1, Partitions: 3,
+	want := ImageStats{AppliedIndex: idx, ControllerNode: -1, MetadataVersion: 1, ActiveBrokers: 2, FencedBrokers: 1, ShuttingDownBrokers: 1, Topics: 1, Partitions: 3,
 		OfflinePartitions: 1, PreferredImbalance: 1}
 	if st != want {
 		t.Fatalf("stats = %+v\nwant    %+v", st, want)
