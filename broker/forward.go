@@ -30,6 +30,14 @@ import (
 // never sees NOT_CONTROLLER from a broker; if no controller took the
 // request in time it gets REQUEST_TIMED_OUT, which it retries.
 //
+// DescribeConfigs of a BROKER resource is forwarded too, for now: the
+// controller's image holds the dynamic broker and cluster-default configs
+// (record type 20), and a broker agent has no copy of them. Kafka answers
+// it at the broker, its static settings overlaid on those; the agent will
+// once the controller's config model describes a broker's configs and the
+// agent has the static settings to overlay (Agent.describeConfigs would
+// take the BROKER resources naming it out of the request here).
+//
 // Forwarded requests go over ForwardConns connections of their own, not
 // the one the agent heartbeats on, so that a slow admin request never
 // holds back a heartbeat.

@@ -85,9 +85,8 @@ type clusterView struct {
 }
 
 // cluster returns the cluster as the active controller describes it:
-// the voters (endpoint type 2) and, from voters and data brokers
-// together (type 1), the data brokers (fenced ones included), in id
-// order.
+// the voters with the active one as controller (endpoint type 2) and the
+// data brokers, fenced ones included (type 1), in id order.
 func (c *cli) cluster(ctx context.Context) (clusterView, error) {
 	get := func(endpointType int8) (*kmsg.DescribeClusterResponse, error) {
 		req := kmsg.NewPtrDescribeClusterRequest()
@@ -112,7 +111,7 @@ func (c *cli) cluster(ctx context.Context) (clusterView, error) {
 	if err != nil {
 		return clusterView{}, err
 	}
-	v := clusterView{controller: all.ControllerID, clusterID: all.ClusterID}
+	v := clusterView{controller: ctrl.ControllerID, clusterID: all.ClusterID}
 	isVoter := map[int32]bool{}
 	for _, b := range ctrl.Brokers {
 		isVoter[b.NodeID] = true

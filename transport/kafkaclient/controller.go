@@ -258,10 +258,37 @@ func (c *Controller) permanent(err error) error {
 
 // ask connects to addr and asks it for the active controller. The
 // connection is returned open when the answer names one.
+//
+// A node that serves DescribeCluster v1+ is asked for the controllers
+// (endpoint type 2, KIP-919): a voter names the active one among the
+// voters. A broker answers that with MISMATCHED_ENDPOINT_TYPE, and is
+// asked for Metadata instead, whose controller is a broker that forwards
+// what only the controller answers; so is a node without DescribeCluster
+// v1.
 func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) {
 	conn, err := Dial(ctx, addr, c.cfg.Options)
 	if err != nil {
 		return nil, Node{}, err
+	}
+	if v, ok := conn.Version(kmsg.DescribeCluster.Int16()); ok && v >= 1 {
+		dc := kmsg.NewPtrDescribeClusterRequest()
+		dc.SetVersion(v)
+		dc.EndpointType = 2
+		resp, err := conn.Request(ctx, dc)
+		if err != nil {
+			_ = conn.Close()
+			return nil, Node{}, fmt.Errorf("describe cluster from %s: %w", addr, err)
+		}
+		r := resp.(*kmsg.DescribeClusterResponse)
+		if r.ErrorCode == 0 {
+			for _, b := range r.Brokers {
+				if b.NodeID == r.ControllerID && r.ControllerID >= 0 {
+					return conn, Node{ID: b.NodeID, Host: b.Host, Port: b.Port}, nil
+				}
+			}
+			_ = conn.Close()
+			return nil, Node{}, fmt.Errorf("%s knows no active controller", addr)
+		}
 	}
 	md := kmsg.NewPtrMetadataRequest()
 	md.Topics = []kmsg.MetadataRequestTopic{} // brokers and controller only

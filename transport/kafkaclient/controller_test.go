@@ -248,3 +248,71 @@ func TestNotControllerAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestControllerFoundByEndpointKind: at a voter, the controller is the
+// voter DescribeCluster names when asked for the controllers (KIP-919),
+// whatever its Metadata says (a voter's Metadata names a broker); at a
+// broker, which answers that question MISMATCHED_ENDPOINT_TYPE, it is the
+// broker its Metadata names.
+func TestControllerFoundByEndpointKind(t *testing.T) {
+	type node struct {
+		id     int32
+		srv    *kafkawire.Server
+		broker bool
+	}
+	var nodes []*node
+	entry := func(n *node) (string, int32) {
+		host, port, _ := net.SplitHostPort(n.srv.Addr().String())
+		p, _ := strconv.Atoi(port)
+		return host, int32(p)
+	}
+	for _, n := range []*node{{id: 1001}, {id: 1, broker: true}} {
+		srv, err := kafkawire.Listen("127.0.0.1:0", kafkawire.Config{
+			APIs: map[int16]int16{3: 12, 60: 1},
+			Handler: kafkawire.HandlerFunc(func(_ context.Context, _ *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
+				broker := nodes[1]
+				switch r := req.(type) {
+				case *kmsg.DescribeClusterRequest:
+					resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+					if n.broker {
+						resp.ErrorCode = kerr.MismatchedEndpointType.Code
+						return resp, nil
+					}
+					b := kmsg.NewDescribeClusterResponseBroker()
+					b.NodeID = n.id
+					b.Host, b.Port = entry(n)
+					resp.Brokers, resp.ControllerID = append(resp.Brokers, b), n.id
+					return resp, nil
+				case *kmsg.MetadataRequest:
+					resp := r.ResponseKind().(*kmsg.MetadataResponse)
+					b := kmsg.NewMetadataResponseBroker()
+					b.NodeID = broker.id
+					b.Host, b.Port = entry(broker)
+					resp.Brokers, resp.ControllerID = append(resp.Brokers, b), broker.id
+					return resp, nil
+				}
+				return nil, errors.New("not served")
+			}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		n.srv = srv
+		nodes = append(nodes, n)
+	}
+	for _, boot := range nodes {
+		var found []int32
+		c := NewController(ControllerConfig{Bootstrap: []string{boot.srv.Addr().String()}, Found: func(n Node) { found = append(found, n.ID) }})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.Request(ctx, kmsg.NewPtrMetadataRequest())
+		cancel()
+		c.Close()
+		if err != nil {
+			t.Fatalf("bootstrapped at node %d: %v", boot.id, err)
+		}
+		if len(found) != 1 || found[0] != boot.id {
+			t.Fatalf("bootstrapped at node %d, found %v", boot.id, found)
+		}
+	}
+}

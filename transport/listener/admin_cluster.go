@@ -72,9 +72,13 @@ func (l *Listener) electLeaders(ctx context.Context, req *kmsg.ElectLeadersReque
 	return resp
 }
 
-// describeCluster lists the same nodes as Metadata. EndpointType 2
-// (controllers, KIP-919) lists the voters alone; IncludeFencedBrokers (v2)
-// adds fenced data brokers, flagged.
+// describeCluster answers what a client asks for. EndpointType 2
+// (controllers, KIP-919's --bootstrap-controller) lists the voters, with
+// the active one as controller. EndpointType 1 (brokers, and every v0
+// request) lists the data brokers alone, with a live broker as
+// controller, as a broker answers it: voters do not pose as brokers, and
+// the brokers forward what only the controller answers.
+// IncludeFencedBrokers (v2) adds fenced data brokers, flagged.
 func (l *Listener) describeCluster(req *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if req.Version >= 1 {
@@ -87,12 +91,17 @@ func (l *Listener) describeCluster(req *kmsg.DescribeClusterRequest) *kmsg.Descr
 		}
 	}
 	resp.ClusterID = l.cfg.ClusterID
-	resp.ControllerID = l.activeID()
+	controllers := req.Version >= 1 && req.EndpointType == 2
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOps
 	}
 	l.node.FSM.View(func(im *fsm.Image) {
-		c := l.clusterOf(im, req.IncludeFencedBrokers, true, req.Version == 0 || req.EndpointType == 1)
+		c := l.clusterOf(im, req.IncludeFencedBrokers, controllers, !controllers)
+		if controllers {
+			resp.ControllerID = l.activeID()
+		} else {
+			resp.ControllerID = c.liveBroker()
+		}
 		for _, n := range c.nodes {
 			b := kmsg.NewDescribeClusterResponseBroker()
 			b.NodeID, b.Host, b.Port, b.Rack, b.IsFenced = n.id, n.host, n.port, n.rack, n.fenced

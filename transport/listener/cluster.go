@@ -126,6 +126,18 @@ func (l *Listener) clusterOf(im *fsm.Image, includeFenced, voters, dataBrokers b
 	return c
 }
 
+// liveBroker is the controller a client is told of where it is given the
+// brokers: the unfenced data broker with the lowest id, -1 when there is
+// none. It forwards what only the controller answers.
+func (c cluster) liveBroker() int32 {
+	for _, n := range c.nodes {
+		if !n.voter && !n.fenced {
+			return n.id
+		}
+	}
+	return -1
+}
+
 // endpoint returns the broker's endpoint of the given listener name.
 func endpoint(eps []rl.Endpoint, name string) (rl.Endpoint, bool) {
 	for _, e := range eps {

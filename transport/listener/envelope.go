@@ -18,12 +18,15 @@ import (
 // (API 58) with the client's principal and address (see
 // kafkaclient.Envelope). The listener serves an Envelope:
 //
-//   - only from a connection allowed CLUSTER_ACTION on the cluster: a
-//     broker's or a voter's certificate, a super user, a principal an ACL
-//     allows it, or anyone while authorization is not enforced. Anyone
-//     else gets CLUSTER_AUTHORIZATION_FAILED on the envelope, and a log
-//     line: a client cannot claim another principal by wrapping its
-//     request;
+//   - as the principal it names only from a connection allowed
+//     CLUSTER_ACTION on the cluster: a broker's or a voter's certificate,
+//     a super user, a principal an ACL allows it, or anyone while
+//     authorization is not enforced. From any other connection the
+//     request is served as the connection's own principal: a client
+//     cannot claim another principal by wrapping its request, and a node
+//     that forwards over a connection that proved nothing (a plain
+//     listener with rules in the log) gets what its anonymous client
+//     would have got;
 //   - only on the active controller (a standby answers NOT_CONTROLLER on
 //     the envelope, and the sender finds the controller again);
 //   - only for the requests of kafkaclient.Forwardable, which are then authenticated
@@ -48,11 +51,6 @@ func (l *Listener) envelope(ctx context.Context, c *kafkawire.Conn, req *kmsg.En
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp
 	}
-	if a := l.access(c); !a.cluster(rl.OpClusterAction) {
-		l.log.Warn("refused an envelope: the sender may not forward requests", "principal", a.id.principal, "remote", remoteOf(c))
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-		return resp
-	}
 	env, err := kafkaclient.OpenRequest(req, forwardableVersion)
 	if err != nil {
 		l.log.Warn("refused an envelope", "error", err, "remote", remoteOf(c))
@@ -62,6 +60,11 @@ func (l *Listener) envelope(ctx context.Context, c *kafkawire.Conn, req *kmsg.En
 	if l.standby() {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp
+	}
+	if a := l.access(c); !a.allowed(rl.OpClusterAction, rl.ResourceCluster, rl.ClusterResourceName, true) {
+		l.log.Debug("an envelope from a sender that may not forward: served as the sender", "sender", a.id.principal,
+			"claimed", env.Principal, "remote", remoteOf(c))
+		env.Principal = a.id.principal
 	}
 	inner := &kafkawire.Conn{ClientID: env.ClientID, Version: env.Request.GetVersion(),
 		Session: &kafkawire.Session{Value: &connAuth{certRead: true, envelopePrincipal: env.Principal}}}

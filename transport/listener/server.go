@@ -5,9 +5,12 @@
 // request maps onto a method of the node's controller, or, for reads, onto
 // the voter's committed image.
 //
-// Node ids. A Metadata or DescribeCluster answer lists the controller
-// voters and the data brokers in one broker list, and a client routes by
-// those ids, so the two must not collide. The rule: the listener reports
+// Node ids. A Metadata answer lists the controller voters and the data
+// brokers in one broker list, and a client routes by those ids, so the
+// two must not collide. DescribeCluster lists one kind only: the voters
+// for endpoint type 2 (KIP-919's --bootstrap-controller), with the active
+// one as controller, and the data brokers otherwise, with a live broker
+// as controller, as a broker answers. The rule: the listener reports
 // each voter under its voter (raft) id, and a deployment picks voter ids
 // disjoint from broker ids (1001–1003 in dev, brokers from 1). A broker
 // registering with a voter's id is refused; if one is found in the image
@@ -16,7 +19,8 @@
 //
 // Standby voters. Only the active controller changes anything. Every other
 // voter answers each mutation with NOT_CONTROLLER (retriable) and names the
-// active one as ControllerID in Metadata and DescribeCluster, listing it in
+// active one as ControllerID in Metadata (and DescribeCluster of the
+// controllers), listing it in
 // the broker list with its address from Config.Peers, so a client that
 // follows ControllerID (kgo sends every admin request there) reroutes by
 // itself. The config mutations (IncrementalAlterConfigs, AlterConfigs) are

@@ -128,6 +128,7 @@ func TestStandbyRedirects(t *testing.T) {
 		}
 		dreq := kmsg.NewPtrDescribeClusterRequest()
 		dreq.SetVersion(dreq.MaxVersion())
+		dreq.EndpointType = 2 // the controllers
 		dresp, err := call(ctx, sbAddr, "test", dreq)
 		if err != nil {
 			t.Fatal(err)
@@ -271,7 +272,7 @@ func TestLeaderNamesItselfOnlyOnceActive(t *testing.T) {
 		n.Controller.Deactivate()
 		idleMD := l.metadata(kmsg.NewPtrMetadataRequest())
 		dc := kmsg.NewPtrDescribeClusterRequest()
-		dc.Version, dc.EndpointType = 1, 1
+		dc.Version, dc.EndpointType = 1, 2
 		idleDC := l.describeCluster(dc)
 		if !c.raftHeld(lead.i, lead.term) {
 			t.Logf("leadership of voter %d (term %d) moved while its controller was idle: again", c.ids[lead.i], lead.term)
