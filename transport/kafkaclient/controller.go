@@ -312,8 +312,9 @@ func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) 
 }
 
 // notControllerAnswer reports whether resp, the controller self's answer,
-// says it is not the active controller: a Metadata or DescribeCluster
-// answer naming another controller, or the NOT_CONTROLLER code — at the
+// says it is not the active controller: a Metadata answer, or a
+// DescribeCluster answer listing the controllers, naming another
+// controller, or the NOT_CONTROLLER code — at the
 // top level, or, for the admin answers without a top-level code, in the
 // first item, where franz-go's kgo reads it.
 func notControllerAnswer(resp kmsg.Response, self int32) bool {
@@ -322,7 +323,9 @@ func notControllerAnswer(resp kmsg.Response, self int32) bool {
 	case *kmsg.MetadataResponse:
 		return r.ControllerID != self
 	case *kmsg.DescribeClusterResponse:
-		return r.ErrorCode == 0 && r.ControllerID != self
+		// Only the controllers' list (endpoint type 2) names the active
+		// controller; the brokers' names a broker.
+		return r.ErrorCode == notController || (r.ErrorCode == 0 && r.Version >= 1 && r.EndpointType == 2 && r.ControllerID != self)
 	case *kmsg.CreateTopicsResponse:
 		return firstCode(r.Topics, func(t kmsg.CreateTopicsResponseTopic) int16 { return t.ErrorCode }) == notController
 	case *kmsg.DeleteTopicsResponse:

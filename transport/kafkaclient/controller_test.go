@@ -232,7 +232,9 @@ func TestNotControllerAnswer(t *testing.T) {
 	}{
 		{"Metadata naming another", &kmsg.MetadataResponse{ControllerID: 1002}, true},
 		{"Metadata naming itself", &kmsg.MetadataResponse{ControllerID: 1001}, false},
-		{"DescribeCluster naming another", &kmsg.DescribeClusterResponse{ControllerID: 1002}, true},
+		{"DescribeCluster of the controllers naming another", &kmsg.DescribeClusterResponse{Version: 1, EndpointType: 2, ControllerID: 1002}, true},
+		{"DescribeCluster of the controllers naming itself", &kmsg.DescribeClusterResponse{Version: 1, EndpointType: 2, ControllerID: 1001}, false},
+		{"DescribeCluster of the brokers naming a broker", &kmsg.DescribeClusterResponse{Version: 1, EndpointType: 1, ControllerID: 1}, false},
 		{"DescribeCluster refused", &kmsg.DescribeClusterResponse{ErrorCode: kerr.UnsupportedEndpointType.Code}, false},
 		{"CreateTopics, first topic", &kmsg.CreateTopicsResponse{Topics: []kmsg.CreateTopicsResponseTopic{{ErrorCode: nc}, {}}}, true},
 		{"CreateTopics, a later topic", &kmsg.CreateTopicsResponse{Topics: []kmsg.CreateTopicsResponseTopic{{}, {ErrorCode: nc}}}, false},
