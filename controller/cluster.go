@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -213,6 +214,7 @@ func (m *clusterManager) checkSessions(w *work) (result[any], error) {
 			continue
 		}
 		w.log.Warn("broker session expired: fencing", "broker", id, "epoch", b.Epoch)
+		w.because(fmt.Sprintf("broker %d fenced: session expired", id))
 		if err := m.fence(w, b); err != nil {
 			return res, err
 		}
@@ -236,6 +238,7 @@ func (m *clusterManager) unfence(w *work, b *fsm.Broker, offset uint64) error {
 	if err := w.stageEach(&rl.UnfenceBroker{BrokerID: b.ID, BrokerEpoch: b.Epoch}); err != nil {
 		return err
 	}
+	w.because(fmt.Sprintf("broker %d caught up: unfenced", b.ID))
 	w.log.Info("broker caught up: unfenced", "broker", b.ID, "epoch", b.Epoch)
 	w.plan.updateMetadataToAll = true
 	// A broker that has applied nothing past its own registration is a
@@ -253,6 +256,7 @@ func (m *clusterManager) unfence(w *work, b *fsm.Broker, offset uint64) error {
 // and has the replication manager move leadership off it. It reports
 // whether the broker still leads a partition.
 func (m *clusterManager) controlledShutdown(w *work, b *fsm.Broker) (stillLeads bool, err error) {
+	w.because(fmt.Sprintf("controlled shutdown of broker %d", b.ID))
 	if !b.ShuttingDown {
 		if err := w.stageEach(&rl.BrokerShutdown{BrokerID: b.ID, BrokerEpoch: b.Epoch}); err != nil {
 			return false, err
@@ -287,6 +291,7 @@ func (m *clusterManager) unregister(w *work, id int32) (result[any], error) {
 	if b == nil {
 		return res, kafkaErr(kerr.BrokerIDNotRegistered, "broker %d", id)
 	}
+	w.because(fmt.Sprintf("unregistration of broker %d", id))
 	if !b.Fenced {
 		w.log.Info("unregistering a broker that is still unfenced: fencing it first", "broker", id,
 			"session_live", m.sessions.alive(id, w.now))

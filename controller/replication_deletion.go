@@ -105,6 +105,7 @@ func (m *replicationManager) deleteTopic(w *work, d DeleteTopic) (DeleteTopicRes
 	if t.Deleting {
 		return res, nil
 	}
+	w.because("deletion of topic " + t.Name)
 	if err := w.stageEach(&rl.BeginDeleteTopic{TopicID: t.ID}); err != nil {
 		return DeleteTopicResult{}, err
 	}

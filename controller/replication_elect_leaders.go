@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -73,6 +74,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, typ ElectionType, partiti
 }
 
 func (m *replicationManager) electLeaders(w *work, typ ElectionType, partitions []TopicPartition) ([]ElectLeadersResult, error) {
+	w.because(strings.ToLower(typ.String()) + " leader election requested")
 	all := partitions == nil
 	var out []ElectLeadersResult
 	var refs []partRef

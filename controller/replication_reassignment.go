@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -126,6 +127,11 @@ func (m *replicationManager) alterReassignment(w *work, r Reassign) (ReassignRes
 	t := w.img().TopicByName(r.Topic)
 	if t == nil || t.Deleting || w.img().Partition(t.ID, r.Partition) == nil {
 		return refuse(kafkaErr(kerr.UnknownTopicOrPartition, "%s-%d", r.Topic, r.Partition))
+	}
+	if r.Replicas == nil {
+		w.because(fmt.Sprintf("reassignment of %s-%d cancelled", r.Topic, r.Partition))
+	} else {
+		w.because(fmt.Sprintf("reassignment of %s-%d to %v", r.Topic, r.Partition, r.Replicas))
 	}
 	v := newReassignView(w.img(), t, r.Partition)
 	if r.Replicas == nil {

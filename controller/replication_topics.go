@@ -94,6 +94,7 @@ func startIndex(name string) int {
 }
 
 func (m *replicationManager) createTopic(w *work, t CreateTopic, validateOnly bool) (CreateTopicResult, error) {
+	w.because("creation of topic " + t.Name)
 	if err := ValidTopicName(t.Name); err != nil {
 		return CreateTopicResult{}, err
 	}

@@ -149,17 +149,26 @@ func (c *Controller) computeIn(a *activation, r *round, im *fsm.Image, events []
 			child = r.txn.Child()
 		}
 		w := newWork(child, now, c.log)
+		before := child.Len()
+		w.stageCause(ev.name)
 		out, err := safeCompute(ev, a.managers, w)
 		sp := eventSpan{value: out.value, err: err}
 		if !first {
 			sp.start = r.txn.Len()
 		}
+		// An event that staged nothing but its cause writes nothing.
+		bare := err == nil && w.onlyCause(before)
 		switch {
 		case err == nil && first:
+			if bare {
+				open()
+			}
 			r.plan.merge(w.plan)
 			sp.ok = true
 		case err == nil:
-			r.txn.Merge(child)
+			if !bare {
+				r.txn.Merge(child)
+			}
 			r.plan.merge(w.plan)
 			sp.ok = true
 		case first:

@@ -13,7 +13,7 @@ import (
 //	Prints the transitions committed since the previous history command
 //	(the state-change history every voter writes and `ctrlnode
 //	state-changes` shows), one per line as "~ @INDEX (controller
-//	NODE/EPOCH) CHANGE", optionally only those of a topic, a partition or a
+//	NODE/EPOCH) [CAUSE] CHANGE", optionally only those of a topic, a partition or a
 //	broker's replicas (and the broker's own).
 func init() {
 	scenarioCommands["history"] = (*scenario).showHistory
@@ -49,7 +49,7 @@ func (s *scenario) showHistory(a *scenarioArgs) ([]string, error) {
 			if !historyMatch(ch, topic, part, broker) {
 				continue
 			}
-			out = append(out, fmt.Sprintf("~ @%d (controller %d/%d) %s", e.Index, e.ControllerNode, e.ControllerEpoch, ch.Describe()))
+			out = append(out, fmt.Sprintf("~ @%d (controller %d/%d) [%s] %s", e.Index, e.ControllerNode, e.ControllerEpoch, ch.Cause, ch.Describe()))
 		}
 	}
 	return out, nil

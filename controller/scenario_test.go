@@ -442,6 +442,9 @@ func (s *scenario) collect() []string {
 			s.t.Fatalf("entry %d: %v", first+i, err)
 		}
 		batch = expandPartitionChanges(batch)
+		// The causes ahead of each event's records are what history
+		// prints beside each transition, not records of their own here.
+		batch = slices.DeleteFunc(batch, func(r rl.Record) bool { return r.Type() == rl.TypeStateChangeCause })
 		for _, r := range s.canonicalOrder(batch) {
 			out = append(out, fmt.Sprintf("@%d %s", first+i, s.formatRecord(r)))
 		}

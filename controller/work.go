@@ -55,6 +55,10 @@ type work struct {
 	live *[2]BrokerSet
 	// lists holds the event's election and ISR lists.
 	lists int32Arena
+	// cause is the StateChangeCause staged ahead of the event's records
+	// (nil below the level that has it); causeSet once because named it.
+	cause    *rl.StateChangeCause
+	causeSet bool
 }
 
 // newWork opens a handler's work over txn.

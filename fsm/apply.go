@@ -56,6 +56,13 @@ func applyRecord(im store, idx uint64, r rl.Record) error {
 		return applyBrokerConfig(im, rec)
 	case *rl.FeatureLevel:
 		return applyFeatureLevel(im, idx, rec)
+	case *rl.StateChangeCause:
+		// Nothing in the image: it names the cause of the records after
+		// it for the state-change history.
+		if len(rec.Text) > rl.MaxCauseBytes {
+			return fmt.Errorf("%w: a cause of %d bytes, the limit is %d", ErrInvalidRecord, len(rec.Text), rl.MaxCauseBytes)
+		}
+		return nil
 	}
 	// The codec only produces the types above; a new type added there
 	// without an apply function must not be skipped silently.

@@ -27,7 +27,12 @@ const (
 // shows it: what changed from what to what. Fields that do not apply to
 // its kind are zero (Partition and Broker -1).
 type StateChange struct {
-	Kind      string     `json:"kind"`
+	Kind string `json:"kind"`
+	// Cause is what the controller was handling when it wrote the change
+	// (a StateChangeCause record earlier in the entry), empty when the
+	// entry names none (written before level 2, or by the loop's own
+	// bookkeeping).
+	Cause     string     `json:"cause,omitempty"`
 	Topic     string     `json:"topic,omitempty"`
 	TopicID   rl.TopicID `json:"-"`
 	Partition int32      `json:"partition"`
@@ -70,12 +75,19 @@ type changeRecorder struct {
 	im      *Image
 	out     []StateChange
 	pending []StateChange
+	// cause is the entry's current cause; next is a cause record's text
+	// until it has applied.
+	cause, next string
+	nextSet     bool
 }
 
 func (c *changeRecorder) before(r rl.Record) {
 	c.pending = c.pending[:0]
+	c.nextSet = false
 	im := c.im
 	switch r := r.(type) {
+	case *rl.StateChangeCause:
+		c.next, c.nextSet = r.Text, true
 	case *rl.Topic:
 		c.pending = append(c.pending, StateChange{Kind: ChangeTopic, Topic: r.Name, TopicID: r.TopicID, Partition: -1, Broker: -1, To: "created"})
 	case *rl.BeginDeleteTopic:
@@ -125,8 +137,12 @@ func (c *changeRecorder) after(applied bool) {
 	if !applied {
 		return
 	}
+	if c.nextSet {
+		c.cause = c.next
+	}
 	for i := range c.pending {
 		ch := &c.pending[i]
+		ch.Cause = c.cause
 		if ch.Kind != ChangePartition {
 			c.out = append(c.out, *ch)
 			continue
@@ -168,7 +184,7 @@ func (c *changeRecorder) topicName(id rl.TopicID) string {
 // take returns the entry's changes and starts the next entry.
 func (c *changeRecorder) take() []StateChange {
 	out := c.out
-	c.out = nil
+	c.out, c.cause = nil, ""
 	return out
 }
 

@@ -92,3 +92,30 @@ func TestStateChangesOfATopicsLife(t *testing.T) {
 		t.Fatalf("changes:\n%q\nwant:\n%q", lines, want)
 	}
 }
+
+// TestStateChangeCauses: a StateChangeCause names the cause of the
+// changes after it in its entry, until the next one; the next entry starts
+// without one; at level 1 the record is refused and names nothing.
+func TestStateChangeCauses(t *testing.T) {
+	var got []StateChange
+	tf := &testFSM{t: t}
+	tf.FSM = New(Options{Halt: func(err error) { t.Fatal(err) }, OnStateChanges: func(e EntryChanges) { got = append(got, e.Changes...) }})
+	if res := tf.commit(&rl.StateChangeCause{Text: "too early"}, &rl.RegisterBroker{BrokerID: 1}); len(res.Rejected) != 1 || res.Rejected[0].Record != 0 {
+		t.Fatalf("a cause at level 1: rejections %+v, want the cause's", res.Rejected)
+	}
+	tf.mustCommit(&rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: rl.Level2})
+	tf.mustCommit(&rl.StateChangeCause{Text: "registration of broker 2"}, &rl.RegisterBroker{BrokerID: 2},
+		&rl.StateChangeCause{Text: "registration of broker 3"}, &rl.RegisterBroker{BrokerID: 3})
+	tf.mustCommit(&rl.RegisterBroker{BrokerID: 4})
+	var causes []string
+	for _, ch := range got {
+		causes = append(causes, ch.Describe()+" / "+ch.Cause)
+	}
+	want := []string{"broker 1 registered / ", "broker 2 registered / registration of broker 2", "broker 3 registered / registration of broker 3", "broker 4 registered / "}
+	if !slices.Equal(causes, want) {
+		t.Fatalf("causes %q, want %q", causes, want)
+	}
+	if res := tf.commit(&rl.StateChangeCause{Text: string(make([]byte, rl.MaxCauseBytes+1))}); len(res.Rejected) != 1 {
+		t.Fatalf("a cause over the limit was applied")
+	}
+}

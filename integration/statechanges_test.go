@@ -51,7 +51,7 @@ func TestLastReplicaFailureSameWhereverTheControllerRuns(t *testing.T) {
 
 type lastReplicaOutcome struct {
 	final       ops.Partition
-	transitions []string // each transition's text, in log order
+	transitions []string // each transition's cause and text, in log order
 	deciders    []int32  // the controller nodes that wrote them, in order of first appearance
 }
 
@@ -231,7 +231,7 @@ func runLastReplicaCase(t *testing.T, embedded bool) lastReplicaOutcome {
 	}
 	out := lastReplicaOutcome{final: final}
 	for _, l := range histories[1001] {
-		out.transitions = append(out.transitions, l.Text())
+		out.transitions = append(out.transitions, "["+l.Cause+"] "+l.Text())
 		if !slices.Contains(out.deciders, l.ControllerNode) {
 			out.deciders = append(out.deciders, l.ControllerNode)
 		}

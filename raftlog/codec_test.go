@@ -22,6 +22,7 @@ func sampleRecords() []Record {
 		&RegisterBroker{BrokerID: 4, IncarnationID: IncarnationID{8}, Endpoints: []Endpoint{},
 			Features: []FeatureRange{{Name: FeatureMetadataVersion, Min: 1, Max: 2}}},
 		&FeatureLevel{Name: FeatureMetadataVersion, Level: 2},
+		&StateChangeCause{Text: "broker 2 fenced: session expired"},
 		&FenceBroker{BrokerID: 3, BrokerEpoch: 42},
 		&UnfenceBroker{BrokerID: 3, BrokerEpoch: 42},
 		&BrokerShutdown{BrokerID: 3, BrokerEpoch: 42},

@@ -55,6 +55,8 @@ var recordTypeNames = map[RecordType]string{
 
 	TypeBrokerConfig: "BrokerConfig",
 	TypeFeatureLevel: "FeatureLevel",
+
+	TypeStateChangeCause: "StateChangeCause",
 }
 
 func (t RecordType) String() string {
@@ -306,6 +308,8 @@ var recordVersions = map[RecordType]uint8{
 
 	TypeBrokerConfig: 1,
 	TypeFeatureLevel: 1,
+
+	TypeStateChangeCause: 1,
 }
 
 // newRecord returns a zero record of type t, or nil if t is unknown.
@@ -351,6 +355,8 @@ func newRecord(t RecordType) Record {
 		return &BrokerConfig{}
 	case TypeFeatureLevel:
 		return &FeatureLevel{}
+	case TypeStateChangeCause:
+		return &StateChangeCause{}
 	}
 	return nil
 }

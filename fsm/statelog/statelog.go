@@ -62,8 +62,12 @@ func (l Line) Text() string {
 
 // String is the line as the history prints it.
 func (l Line) String() string {
-	return fmt.Sprintf("%d  term %d  %s  controller %d (epoch %d)  %s", l.Index, l.Term, l.Time.UTC().Format(time.RFC3339Nano),
-		l.ControllerNode, l.ControllerEpoch, l.Text())
+	cause := ""
+	if l.Cause != "" {
+		cause = "[" + l.Cause + "]  "
+	}
+	return fmt.Sprintf("%d  term %d  %s  controller %d (epoch %d)  %s%s", l.Index, l.Term, l.Time.UTC().Format(time.RFC3339Nano),
+		l.ControllerNode, l.ControllerEpoch, cause, l.Text())
 }
 
 // Options size the log. Zero values take the defaults.
