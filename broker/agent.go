@@ -173,8 +173,11 @@ type Agent struct {
 	caughtUp        bool
 	heartbeats      uint64
 
-	ctrl         *kafkaclient.Controller
-	fwd          *forwarder
+	ctrl *kafkaclient.Controller
+	fwd  *forwarder
+	// clusterID is Config.ClusterID, or, when that is empty, the one the
+	// controller reported before the first registration.
+	clusterID    atomic.Pointer[string]
 	kick         chan struct{}
 	wantShutdown atomic.Bool
 	shutdownOK   chan struct{}

@@ -127,10 +127,24 @@ func (a *Agent) run() {
 	}
 }
 
+// ClusterID is the cluster id the broker registers with and reports in
+// Metadata: Config.ClusterID, or, when that is empty, the one the
+// controllers reported when the broker looked for the active one ("" until
+// then; a registration without one is accepted).
+func (a *Agent) ClusterID() string {
+	if a.cfg.ClusterID != "" {
+		return a.cfg.ClusterID
+	}
+	if a.ctrl != nil {
+		return a.ctrl.ClusterID()
+	}
+	return ""
+}
+
 func (a *Agent) register(ctx context.Context) error {
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.BrokerID = a.cfg.BrokerID
-	req.ClusterID = a.cfg.ClusterID
+	req.ClusterID = a.ClusterID()
 	req.IncarnationID = a.incarnation
 	l := kmsg.NewBrokerRegistrationRequestListener()
 	l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", a.advHost, a.advPort, 0

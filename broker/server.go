@@ -509,8 +509,7 @@ func errorCode(err error) int16 {
 // clientControllerLocked).
 func (a *Agent) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	if a.cfg.ClusterID != "" {
-		id := a.cfg.ClusterID
+	if id := a.ClusterID(); id != "" {
 		resp.ClusterID = &id
 	}
 	a.mu.RLock()

@@ -45,6 +45,9 @@ func TestRunPerListenerSettings(t *testing.T) {
 		{"listener.max.frame.bytes", "2048"},
 		{"broker.listener.max.frame.bytes", "100000"}, // the environment's wins
 	})
+	if r := ctl(t, nil, "format", "--config", conf, "--standalone"); r.code != 0 {
+		t.Fatalf("format: %v", r)
+	}
 	env := append(os.Environ(),
 		"CTRLNODE_BROKER_LISTENER_TLS_CA_FILE="+file("ca.crt"),
 		"CTRLNODE_BROKER_LISTENER_TLS_CERT_FILE="+file("broker-1.crt"),

@@ -25,7 +25,8 @@ type runNode struct {
 
 // threeNodeSettings lays out three voter+broker nodes on free ports and
 // returns each node's settings (extra appended to every node's) with its
-// runNode, whose args are only "run" yet.
+// runNode, whose args are only "run" yet. Their data directories are
+// formatted as a new cluster of the three.
 func threeNodeSettings(t *testing.T, extra ...[2]string) ([][][2]string, []runNode, string) {
 	t.Helper()
 	var offsets []int
@@ -61,6 +62,7 @@ func threeNodeSettings(t *testing.T, extra ...[2]string) ([][][2]string, []runNo
 		all = append(all, append(settings, extra...))
 		nodes = append(nodes, runNode{id: int32(1001 + i), listener: addr(i), http: addr(200 + i), args: []string{"run"}})
 	}
+	formatNodes(t, all)
 	return all, nodes, dir
 }
 

@@ -86,6 +86,11 @@ func runLastReplicaCase(t *testing.T, embedded bool) lastReplicaOutcome {
 			"--broker-listener", addr(300 + id - 1), "--broker-controllers", bootstrap}, common...)
 	}
 
+	var ids, rafts, dirs []string
+	for i := 0; i < 3; i++ {
+		ids, rafts, dirs = append(ids, strconv.Itoa(1001+i)), append(rafts, addr(100+i)), append(dirs, filepath.Join(dir, fmt.Sprintf("voter-%d", 1001+i)))
+	}
+	formatVoters(t, ids, rafts, dirs)
 	procs := map[string]*proc{}
 	start := func(name string, args []string) { procs[name] = startProc(t, name, nil, args...) }
 	t.Cleanup(func() {

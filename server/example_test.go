@@ -29,11 +29,17 @@ func Example() {
 	dir, _ := os.MkdirTemp("", "ctrlquorum-example-")
 	defer os.RemoveAll(dir)
 	raftAddr, listen := loopbackAddr(), loopbackAddr()
+	voters := []server.VoterPeer{{ID: 1001, Raft: raftAddr, Listener: listen}}
 
+	// A data directory is formatted before its node first starts: it
+	// names the cluster and the initial voters (`ctrlnode format`).
+	if _, err := server.FormatVoters("", voters, map[int32]string{1001: dir}); err != nil {
+		fmt.Println(err)
+		return
+	}
 	s, err := server.Start(server.Config{
 		NodeID: 1001, Voter: true, Broker: true,
-		RaftAddr: raftAddr, Listener: listen, DataDir: dir,
-		Voters:   []server.VoterPeer{{ID: 1001, Raft: raftAddr, Listener: listen}},
+		RaftAddr: raftAddr, Listener: listen, DataDir: dir, Voters: voters,
 		BrokerID: 1, BrokerListener: loopbackAddr(),
 	})
 	if err != nil {

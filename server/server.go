@@ -272,7 +272,10 @@ func (f *stopReplicaForwarder) HandleStopReplicaResponse(brokerID int32, results
 }
 
 func (s *Server) startVoter() error {
-	cfg := s.cfg
+	if _, err := s.checkIdentity(); err != nil {
+		return err
+	}
+	cfg := s.cfg // with the directory's cluster id
 	var image atomic.Pointer[fsm.FSM]
 	fwd := &stopReplicaForwarder{}
 	nd := s.localDialer()
@@ -295,10 +298,8 @@ func (s *Server) startVoter() error {
 		},
 		Responses: fwd,
 	})
-	var peers []controller.Peer
 	var lpeers []listener.PeerListener
 	for _, v := range cfg.Voters {
-		peers = append(peers, controller.Peer{ID: v.ID, Addr: v.Raft})
 		host, port, _ := splitHostPort(v.Listener)
 		lpeers = append(lpeers, listener.PeerListener{NodeID: v.ID, Host: host, Port: int32(port)})
 	}
@@ -329,7 +330,7 @@ func (s *Server) startVoter() error {
 	}
 	n, err := controller.StartNode(controller.NodeConfig{
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdvertise, DataDir: cfg.DataDir,
-		Peers: peers, Sender: s.Sender, Logger: s.log, SessionTimeout: cfg.SessionTimeout,
+		Sender: s.Sender, Logger: s.log, SessionTimeout: cfg.SessionTimeout,
 		Voter:      voterOpts,
 		Controller: func(c *controller.Config) { c.Observer = observer },
 		FSM:        fsmOpts,

@@ -33,11 +33,25 @@ func freeAddr(t *testing.T) string {
 // broker 1, on free loopback ports and fast raft timeouts.
 func oneNode(t *testing.T) Config {
 	raft, lis := freeAddr(t), freeAddr(t)
-	return Config{
+	cfg := Config{
 		NodeID: 1001, Voter: true, Broker: true, BrokerID: 1,
 		RaftAddr: raft, Listener: lis, Voters: []VoterPeer{{ID: 1001, Raft: raft, Listener: lis}},
 		DataDir: t.TempDir(), SessionTimeout: 2 * time.Second, BrokerListener: "127.0.0.1:0",
 		HeartbeatInterval: 100 * time.Millisecond, VoterOptions: voter.FastTimeouts,
+	}
+	formatAll(t, cfg)
+	return cfg
+}
+
+// formatAll formats the data directories of voters cfgs as a new cluster.
+func formatAll(t *testing.T, cfgs ...Config) {
+	t.Helper()
+	dirs := map[int32]string{}
+	for _, c := range cfgs {
+		dirs[c.NodeID] = c.DataDir
+	}
+	if _, err := FormatVoters("", cfgs[0].Voters, dirs); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -37,12 +37,17 @@ func TestTLSCluster(t *testing.T) {
 		peers = append(peers, VoterPeer{ID: id, Raft: freeAddr(t), Listener: freeAddr(t)})
 	}
 	var voters []*Server
+	var cfgs []Config
 	for _, p := range peers {
-		s, err := Start(Config{
+		cfgs = append(cfgs, Config{
 			NodeID: p.ID, Voter: true, RaftAddr: p.Raft, Listener: p.Listener, Voters: peers,
 			DataDir: t.TempDir(), SessionTimeout: 2 * time.Second, VoterOptions: voter.FastTimeouts,
 			TLS: pki.Reloader(pki.Voter(p.ID)),
 		})
+	}
+	formatAll(t, cfgs...)
+	for _, cfg := range cfgs {
+		s, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,6 +67,10 @@ func TestTLSCluster(t *testing.T) {
 		st := b1.Agent.Status()
 		return st.Registered && !st.Fenced
 	})
+	// Given no cluster id, the broker took the controllers'.
+	if got, want := b1.Agent.ClusterID(), voters[0].Cfg().ClusterID; got != want || want == "" {
+		t.Fatalf("broker 1 reports cluster id %q; the voters' is %q", got, want)
+	}
 
 	// An admin client with a client certificate creates a topic through a
 	// voter's listener; the controller delivers it to the broker over TLS.

@@ -51,6 +51,8 @@ type Config struct {
 	// data directory was formatted with. The stream layer refuses a raft
 	// connection dialled for another directory of the same node id (see
 	// raftnet.PeerAddress). Empty: none, every connection is accepted.
+	// Start fills it from a formatted DataDir's meta.properties (and
+	// refuses a different one).
 	DirectoryID string
 
 	// DataDir holds raft.db (term and vote), the log and the snapshots
@@ -64,8 +66,11 @@ type Config struct {
 	// is used.
 	Store raftlog.StoreOptions
 
-	// Peers are all voters including this one. They are used only to
-	// bootstrap a data directory that has no raft state yet.
+	// Peers are all voters including this one, for a DataDir that is not
+	// formatted (in-process clusters of tests and benchmarks); they are
+	// used only to bootstrap a directory that has no raft state yet. A
+	// formatted DataDir is bootstrapped from the initial voters of its
+	// meta.properties and nothing else, and Peers must then be empty.
 	Peers []raft.Server
 
 	// FSM receives committed entries. Implementing raft.BatchingFSM lets raft

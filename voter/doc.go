@@ -18,14 +18,21 @@
 //
 // # Lifecycle
 //
-// Start opens the stores, the transport and raft. On a data directory with
-// no raft state it bootstraps the cluster from Config.Peers, the full list
-// of voters including this one. Every voter of a new cluster is started with
-// the same Peers, which is safe: they all write the same configuration as
-// entry 1. On a directory that already holds state, Peers is ignored and the
-// voter resumes from its log and latest snapshot; membership is whatever the
-// log says, so a restarted node cannot silently redefine the cluster. A
-// voter started with no state and no Peers waits to be added by the leader.
+// Start opens the stores, the transport and raft. A data directory written
+// by `ctrlnode format` (package voter/meta) must belong to this node id; if
+// it holds no raft state yet, the cluster is bootstrapped from the initial
+// voters written at format and from nothing else, and a directory formatted
+// without initial voters waits to be added by the leader. No process starts
+// a voter on an unformatted directory (server.Start refuses it), so a node
+// whose disk was wiped never makes up a quorum configuration of its own:
+// it must be formatted again, which gives it a new directory id. Only
+// in-process clusters (votertest, benchmarks) start on an unformatted
+// directory, and bootstrap from Config.Peers, the full list of voters
+// including this one. Every voter of a new cluster is given the same list,
+// which is safe: they all write the same configuration as entry 1. On a
+// directory that already holds state the voter resumes from its log and
+// latest snapshot; membership is whatever the log says, so a restarted
+// node cannot silently redefine the cluster.
 //
 // Shutdown stops raft, then the transport, then closes the stores. It is
 // not graceful for the cluster: a leader that shuts down leaves the others to

@@ -3,6 +3,7 @@ package voter
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
+	"github.com/ctrlquorum/ctrlquorum/voter/meta"
 )
 
 // Voter is one running raft node with its stores and transport.
@@ -24,16 +26,24 @@ type Voter struct {
 	leaders *leaderForwarder
 	log     hclog.Logger
 	members membership
+	ident   meta.Properties
 
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
 
 // Start opens the stores in cfg.DataDir, starts the transport and raft, and
-// bootstraps the cluster from cfg.Peers if the data directory holds no raft
-// state. Restarting on existing data resumes from it.
+// bootstraps the cluster if the data directory holds no raft state: from
+// the initial voters of its meta.properties when it is formatted, from
+// cfg.Peers when it is not (see the package comment). Restarting on
+// existing data resumes from it.
 func Start(cfg Config) (*Voter, error) {
 	if err := cfg.validate(); err != nil {
+		closeStream(cfg.Stream)
+		return nil, err
+	}
+	ident, err := readIdentity(&cfg)
+	if err != nil {
 		closeStream(cfg.Stream)
 		return nil, err
 	}
@@ -92,7 +102,40 @@ func Start(cfg Config) (*Voter, error) {
 		stores:  stores,
 		leaders: leaders,
 		log:     logger,
+		ident:   ident,
 	}, nil
+}
+
+// readIdentity reads DataDir's meta.properties, if any, checks that it
+// belongs to this node, takes its directory id as Config.DirectoryID, and
+// makes its initial voters the only bootstrap configuration.
+func readIdentity(cfg *Config) (meta.Properties, error) {
+	p, err := meta.Read(cfg.DataDir)
+	if errors.Is(err, meta.ErrUnformatted) {
+		return meta.Properties{}, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("voter: %w", err)
+	}
+	if strconv.Itoa(int(p.NodeID)) != cfg.NodeID {
+		return p, fmt.Errorf("voter: %s is formatted for node %d, not node %s", cfg.DataDir, p.NodeID, cfg.NodeID)
+	}
+	if len(cfg.Peers) > 0 {
+		return p, fmt.Errorf("voter: %s is formatted, and only its initial voters bootstrap raft: Config.Peers must be empty", cfg.DataDir)
+	}
+	dir := p.DirectoryID.String()
+	if cfg.DirectoryID != "" && cfg.DirectoryID != dir {
+		return p, fmt.Errorf("voter: %s has directory id %s, not %s (Config.DirectoryID)", cfg.DataDir, dir, cfg.DirectoryID)
+	}
+	cfg.DirectoryID = dir
+	// Each initial voter's address names its directory id, so that the
+	// first configuration already tells a voter from a node formatted
+	// again under its id (see raftnet.PeerAddress).
+	for _, v := range p.InitialVoters {
+		addr := raftnet.PeerAddress{HostPort: v.Addr, DirectoryID: v.DirectoryID.String()}
+		cfg.Peers = append(cfg.Peers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(v.NodeID))), Address: raft.ServerAddress(addr.String())})
+	}
+	return p, nil
 }
 
 // bootstrapIfNew writes the initial cluster configuration into a data
@@ -108,7 +151,7 @@ func bootstrapIfNew(cfg *Config, rc *raft.Config, stores *raftlog.Stores, trans 
 		return nil
 	}
 	if len(cfg.Peers) == 0 {
-		logger.Info("no raft state and no peers: waiting to be added to a cluster")
+		logger.Info("no raft state and no initial voters: waiting to be added to the quorum", "dir", cfg.DataDir)
 		return nil
 	}
 	self := trans.LocalAddr()
@@ -134,6 +177,12 @@ func closeStream(s *raftnet.StreamLayer) {
 		_ = s.Close()
 	}
 }
+
+// Identity is the meta.properties of the data directory (its cluster id,
+// node id and directory id), the zero Properties for a directory that is
+// not formatted (a voter of an in-process cluster started from
+// Config.Peers).
+func (v *Voter) Identity() meta.Properties { return v.ident }
 
 // ID is the raft server id of this voter.
 func (v *Voter) ID() string { return v.id }

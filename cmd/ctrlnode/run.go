@@ -32,8 +32,11 @@ as dashes: --node-id). A flag wins over the environment, which wins over
 the file. An invalid setting is refused before anything is written, with a
 message naming it.
 
-The first start of a voter on an empty data.dir bootstraps the quorum from
-voters; later starts resume from the data folder. SIGTERM or SIGINT stops
+A voter's data.dir must be formatted first (ctrlnode format): a directory
+that is not, or is another node's or cluster's, is refused. A new cluster's
+first start bootstraps the quorum from the initial voters written at format;
+later starts resume from the data folder. A data.dir written by a release
+without meta.properties is adopted (the file is written for it). SIGTERM or SIGINT stops
 the node gracefully: a broker goes through a controlled shutdown, a voter
 that is the active controller hands leadership to another voter first.
 A second signal stops it at once.
@@ -50,6 +53,9 @@ are raft's snapshot settings, hashicorp/raft's defaults unless set.
 
 Example (voter 1001 of three; 1002 and 1003 alike):
 
+  ctrlnode format --node-id 1001 --data-dir /var/lib/ctrlnode \
+    --cluster-id MkU3OEVBNTcwNTJENDM2Qg \
+    --initial-voters 1001@10.0.0.1:9093:Xl9rEOEoRkSAi3lxfHTvIQ,1002@10.0.0.2:9093:…,1003@10.0.0.3:9093:…
   ctrlnode run --node-id 1001 --data-dir /var/lib/ctrlnode \
     --raft-listener 10.0.0.1:9093 --listener 10.0.0.1:9092 \
     --voters 1001@10.0.0.1:9093,1002@10.0.0.2:9093,1003@10.0.0.3:9093 \

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/integration/jepsen/nemesis"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit/lossyfs"
+	"github.com/ctrlquorum/ctrlquorum/server"
 )
 
 // The processes of a run. Host h (127.0.0.h, h = 1..3) runs voter 1000+h
@@ -491,6 +492,20 @@ func (n *network) rules() ([]string, error) {
 type disks struct {
 	mu     sync.Mutex
 	byHost map[int]*lossyfs.FS
+}
+
+// formatVoters formats every voter's data directory under dataDir as a new
+// cluster of the layout's voters, as `ctrlnode format --initial-voters`
+// does on each host.
+func (l layout) formatVoters(dataDir string) error {
+	var voters []server.VoterPeer
+	dirs := map[int32]string{}
+	for h := 1; h <= l.hosts; h++ {
+		voters = append(voters, server.VoterPeer{ID: voterID(h), Raft: l.addr(h, offRaft), Listener: l.addr(h, offListener)})
+		dirs[voterID(h)] = voterDataDir(dataDir, h)
+	}
+	_, err := server.FormatVoters("", voters, dirs)
+	return err
 }
 
 // voterDataDir is host h's voter's data directory under dataDir, as specs

@@ -269,6 +269,9 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		})
 		t.Logf("voters' data directories on lossy file systems under %s", dataDir)
 	}
+	if err := l.formatVoters(dataDir); err != nil {
+		t.Fatal(err)
+	}
 	var gid func(int) uint32
 	var netw *network
 	if rs.ns != nil {

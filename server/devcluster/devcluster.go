@@ -115,14 +115,28 @@ func (c *Cluster) HeartbeatInterval() time.Duration {
 	return min(c.cfg.SessionTimeout/4, 2*time.Second)
 }
 
-// StartVoters starts the voters; the first start on an empty DataDir
-// bootstraps the quorum. On error, Stop stops those that started.
+// VoterDir is the data directory of voter id.
+func (c *Cluster) VoterDir(id int32) string {
+	return filepath.Join(c.cfg.DataDir, fmt.Sprintf("voter-%d", id))
+}
+
+// StartVoters formats the voters' folders that are not formatted yet, as
+// a new cluster of the three (a folder of an earlier release, holding raft
+// state without meta.properties, is adopted by its voter instead), then
+// starts the voters. On error, Stop stops those that started.
 func (c *Cluster) StartVoters() error {
 	cfg := c.cfg
+	dirs := map[int32]string{}
+	for _, vp := range cfg.Voters() {
+		dirs[vp.ID] = c.VoterDir(vp.ID)
+	}
+	if _, err := server.FormatVoters("", cfg.Voters(), dirs); err != nil {
+		return err
+	}
 	for i, vp := range cfg.Voters() {
 		s, err := server.Start(server.Config{
 			NodeID: vp.ID, Voter: true, RaftAddr: vp.Raft, Listener: vp.Listener, ListenerAdvertise: vp.Listener,
-			Voters: cfg.Voters(), DataDir: filepath.Join(cfg.DataDir, fmt.Sprintf("voter-%d", vp.ID)), SessionTimeout: cfg.SessionTimeout,
+			Voters: cfg.Voters(), DataDir: dirs[vp.ID], SessionTimeout: cfg.SessionTimeout,
 			HTTPAddr: cfg.HTTP(i), Pprof: cfg.Pprof, ZooKeeperMirror: cfg.ZooKeeperMirror, StateChangeLog: true,
 			Logger: cfg.Logger, TLS: cfg.Certs.voter(vp.ID), Security: cfg.Security.Listener, SASL: cfg.Security.Login,
 		})
@@ -140,10 +154,14 @@ func (c *Cluster) StartVoters() error {
 func (c *Cluster) StartBrokers(started func(*server.Server)) error {
 	cfg := c.cfg
 	hb := c.HeartbeatInterval()
+	var cluster string
+	if len(c.Voters) > 0 {
+		cluster = c.Voters[0].Cfg().ClusterID
+	}
 	for i := 0; i < numBrokers; i++ {
 		id := int32(i + 1)
 		s, err := server.Start(server.Config{
-			NodeID: id, Broker: true, BrokerID: id, BrokerListener: cfg.Broker(i), Voters: cfg.Voters(),
+			NodeID: id, Broker: true, BrokerID: id, BrokerListener: cfg.Broker(i), Voters: cfg.Voters(), ClusterID: cluster,
 			SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: hb, Logger: cfg.Logger.Named(fmt.Sprintf("broker-%d", id)),
 			TLS: cfg.Certs.broker(id), SASL: cfg.Security.Login,
 		})

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,6 +72,19 @@ type Controller struct {
 	conn *Conn
 	node Node
 	next int // where the next search starts
+	// clusterID is the cluster id the last node asked reported, nil
+	// before one did.
+	clusterID atomic.Pointer[string]
+}
+
+// ClusterID is the cluster id the nodes asked for the active controller
+// reported in their Metadata answers, "" until one did: a broker that was
+// not given one takes the controllers'.
+func (c *Controller) ClusterID() string {
+	if id := c.clusterID.Load(); id != nil {
+		return *id
+	}
+	return ""
 }
 
 // NewController returns a Controller; it connects on the first request.
@@ -302,6 +316,10 @@ func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) 
 		return nil, Node{}, fmt.Errorf("metadata from %s: %w", addr, err)
 	}
 	mr := resp.(*kmsg.MetadataResponse)
+	if mr.ClusterID != nil && *mr.ClusterID != "" {
+		id := *mr.ClusterID
+		c.clusterID.Store(&id)
+	}
 	for _, b := range mr.Brokers {
 		if b.NodeID == mr.ControllerID && mr.ControllerID >= 0 {
 			return conn, Node{ID: b.NodeID, Host: b.Host, Port: b.Port}, nil

@@ -29,7 +29,9 @@ func (l *Listener) registerBroker(ctx context.Context, req *kmsg.BrokerRegistrat
 	if l.standby() {
 		return 0, l.notController()
 	}
-	if l.cfg.ClusterID != "" && req.ClusterID != l.cfg.ClusterID {
+	// An empty id is a broker of a release that sent none unless told one:
+	// accepted, so that a rolling upgrade keeps its brokers registered.
+	if l.cfg.ClusterID != "" && req.ClusterID != "" && req.ClusterID != l.cfg.ClusterID {
 		return 0, kafkaErr(kerr.InconsistentClusterID, "broker %d belongs to cluster %q, this is %q", req.BrokerID, req.ClusterID, l.cfg.ClusterID)
 	}
 	if _, ok := l.peer(req.BrokerID); ok {
