@@ -12,6 +12,7 @@
 //	ctrlnode state-hash  each voter's state hash, compared
 //	ctrlnode acl         add, list, remove authorization rules
 //	ctrlnode scram       set, list, delete users' SCRAM credentials
+//	ctrlnode log         dump or verify a data directory's raft log and snapshots, offline
 //	ctrlnode bench       the controller's benchmark scenarios, as one table
 //
 // Every command takes --help. Admin commands speak the Kafka protocol to
@@ -48,6 +49,7 @@ func commands() []command {
 		{"acl", "add, list or remove authorization rules (ACLs)", runACL},
 		{"scram", "set, list or delete users' SCRAM credentials", runSCRAM},
 		{"bench", "the benchmark scenarios as one table, with the raw-raft floor", runBench},
+		{"log", "dump or verify a voter's data directory offline: its raft log and snapshots", runLog},
 		{"migrate", "import a ZooKeeper-mode Kafka cluster's metadata into the quorum", runMigrate},
 		{"certs", "write a throwaway CA and voter, broker and client certificates", runCerts},
 	}
