@@ -162,6 +162,26 @@ func checkTopicID(dir string, id [16]byte) error {
 	return fmt.Errorf("%s: no topic_id line", path)
 }
 
+// TopicID reads the topic id a partition directory was created for.
+func TopicID(dir string) ([16]byte, error) {
+	var id [16]byte
+	b, err := os.ReadFile(filepath.Join(dir, metadataName))
+	if err != nil {
+		return id, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "topic_id: "); ok {
+			raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(v))
+			if err != nil || len(raw) != len(id) {
+				return id, fmt.Errorf("%s: topic_id %q is not a topic id", dir, strings.TrimSpace(v))
+			}
+			copy(id[:], raw)
+			return id, nil
+		}
+	}
+	return id, fmt.Errorf("%s: no topic_id line in %s", dir, metadataName)
+}
+
 // segmentBases lists the base offsets of dir's .log files, in order, and
 // removes an .index left without its .log.
 func segmentBases(dir string) ([]int64, error) {

@@ -282,6 +282,9 @@ func TestOtherTopicRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Close()
+	if id, err := TopicID(dir); err != nil || id != [16]byte{1} {
+		t.Fatalf("TopicID: %v, %v", id, err)
+	}
 	if _, err := Open(dir, Config{TopicID: [16]byte{2}}); !errors.Is(err, ErrOtherTopic) {
 		t.Fatalf("open for another topic id: %v", err)
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -262,5 +265,50 @@ func TestAcksZeroAndOne(t *testing.T) {
 	got := consumeAll(t, c.seeds(), "loose", 0, 11)
 	if got[0] != "fire-0" || got[9] != "fire-9" || got[10] != "one" {
 		t.Fatalf("read back %v", got)
+	}
+}
+
+// Deleting a topic removes every replica's directory (StopReplica with
+// delete), and a topic created again under the name starts empty.
+func TestDeleteTopicRemovesData(t *testing.T) {
+	c := newCluster(t, 2, server.BrokerData{})
+	c.createTopic("doomed", 1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := c.client()
+	for i := 0; i < 5; i++ {
+		if _, err := produce(ctx, cl, "doomed", 0, fmt.Sprintf("old-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := []string{filepath.Join(c.dir, "broker-1", "doomed-0"), filepath.Join(c.dir, "broker-2", "doomed-0")}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("replica directory before the deletion: %v", err)
+		}
+	}
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.peers[0].Listener))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := kadm.NewClient(admin).DeleteTopic(ctx, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 30*time.Second, "both replica directories removed", func() bool {
+		for _, d := range dirs {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				return false
+			}
+		}
+		return true
+	})
+	testkit.WaitFor(t, 30*time.Second, "the topic gone from the controller", func() bool {
+		_, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 2, nil, "doomed")
+		return err == nil
+	})
+	c.leaderOf("doomed", 0)
+	if o, err := produce(ctx, cl, "doomed", 0, "new"); err != nil || o != 0 {
+		t.Fatalf("first record of the topic created again: offset %d, %v", o, err)
 	}
 }
