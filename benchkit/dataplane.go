@@ -114,6 +114,9 @@ func RunData(ctx context.Context, cfg DataConfig) (*DataReport, error) {
 	}
 	peers := []server.VoterPeer{{ID: 1001, Raft: addrs[0], Listener: addrs[1]}}
 	c := &dataCluster{brokers: map[int32]*server.Server{}}
+	if _, err := server.FormatVoters("", peers, map[int32]string{1001: filepath.Join(dir, "voter")}); err != nil {
+		return nil, err
+	}
 	c.voter, err = server.Start(server.Config{NodeID: 1001, Voter: true, RaftAddr: addrs[0], Listener: addrs[1], Voters: peers,
 		DataDir: filepath.Join(dir, "voter"), SessionTimeout: cfg.SessionTimeout, Logger: cfg.Logger.Named("voter")})
 	if err != nil {

@@ -44,6 +44,9 @@ func newClusterSession(t *testing.T, n int, data server.BrokerData, session time
 	raft := testkit.BindOutsideEphemeral(t, "127.0.0.1", func(addr string) (string, error) { return freeAddr(addr) })
 	listen := testkit.BindOutsideEphemeral(t, "127.0.0.1", func(addr string) (string, error) { return freeAddr(addr) })
 	c.peers = []server.VoterPeer{{ID: 1001, Raft: raft, Listener: listen}}
+	if _, err := server.FormatVoters("", c.peers, map[int32]string{1001: filepath.Join(c.dir, "voter")}); err != nil {
+		t.Fatal(err)
+	}
 	v, err := server.Start(server.Config{
 		NodeID: 1001, Voter: true, RaftAddr: raft, Listener: listen, Voters: c.peers,
 		DataDir: filepath.Join(c.dir, "voter"), SessionTimeout: session, Logger: testkit.Logger(t).Named("voter"),

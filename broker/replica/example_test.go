@@ -37,9 +37,13 @@ func Example() {
 	defer os.RemoveAll(dir)
 
 	raftAddr, ctrlAddr := loopback(), loopback()
+	voters := []server.VoterPeer{{ID: 1001, Raft: raftAddr, Listener: ctrlAddr}}
+	if _, err := server.FormatVoters("", voters, map[int32]string{1001: filepath.Join(dir, "voter")}); err != nil {
+		fmt.Println(err)
+		return
+	}
 	voter, err := server.Start(server.Config{
-		NodeID: 1001, Voter: true, RaftAddr: raftAddr, Listener: ctrlAddr, DataDir: filepath.Join(dir, "voter"),
-		Voters: []server.VoterPeer{{ID: 1001, Raft: raftAddr, Listener: ctrlAddr}},
+		NodeID: 1001, Voter: true, RaftAddr: raftAddr, Listener: ctrlAddr, DataDir: filepath.Join(dir, "voter"), Voters: voters,
 	})
 	if err != nil {
 		fmt.Println(err)
