@@ -226,10 +226,28 @@ type matrixCluster struct {
 	tlsDir   string // with --tls
 }
 
-// startMatrixCluster starts `ctrlnode dev` with flags; ready waits for it.
-func startMatrixCluster(t *testing.T, name string, flags ...string) *matrixCluster {
+// matrixPortStride separates the port ranges of the matrix's clusters:
+// a dev cluster takes its base port and up to 302 above it.
+const matrixPortStride = 400
+
+// matrixPortBase returns a base port with n dev clusters' ports free
+// above it, matrixPortStride apart. Chosen at once, before any of them
+// starts: ranges chosen one by one could overlap while the first cluster
+// has not bound its ports yet.
+func matrixPortBase(t *testing.T, n int) int {
+	var offsets []int
+	for i := 0; i < n; i++ {
+		for _, off := range devPorts {
+			offsets = append(offsets, i*matrixPortStride+off)
+		}
+	}
+	return freePortBase(t, offsets...)
+}
+
+// startMatrixCluster starts `ctrlnode dev` with flags at port base;
+// ready waits for it.
+func startMatrixCluster(t *testing.T, name string, base int, flags ...string) *matrixCluster {
 	t.Helper()
-	base := freePortBase(t, devPorts...)
 	data := t.TempDir()
 	args := append([]string{"dev", "--data", data, "--port", strconv.Itoa(base), "--log-level", "warn", "--session-timeout", "3s"}, flags...)
 	c := &matrixCluster{name: name, dataDir: data, proc: startProc(t, name, nil, args...)}
@@ -335,9 +353,10 @@ func TestClientMatrix(t *testing.T) {
 	for _, c := range clients {
 		c.need(t)
 	}
-	plain := startMatrixCluster(t, "dev")
-	scram := startMatrixCluster(t, "dev --sasl", "--sasl")
-	plainTLS := startMatrixCluster(t, "dev --sasl --tls", "--sasl", "--tls")
+	base := matrixPortBase(t, 3)
+	plain := startMatrixCluster(t, "dev", base)
+	scram := startMatrixCluster(t, "dev --sasl", base+matrixPortStride, "--sasl")
+	plainTLS := startMatrixCluster(t, "dev --sasl --tls", base+2*matrixPortStride, "--sasl", "--tls")
 	for _, c := range []*matrixCluster{plain, scram, plainTLS} {
 		c.ready(t)
 	}
@@ -379,8 +398,8 @@ func TestClientMatrix(t *testing.T) {
 		}
 	}
 	// run runs phase of client c (the i-th) bootstrapped at a kind of
-	// node of cl, logging in with mechs as admin when given, and records it.
-	// At most three runs at a time: the race-built voters of three
+	// node of cl, logging in with mechs as admin when given, and records
+	// it. At most three runs go at a time: the race-built voters of three
 	// clusters share the machine with them, and a voter starved of CPU
 	// misses its raft heartbeats.
 	slots := make(chan struct{}, 3)
