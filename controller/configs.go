@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
@@ -67,15 +69,6 @@ type AlterConfigsResult struct {
 	Err   error
 }
 
-// listConfigDefaults are the list-valued topic configs, the only ones
-// APPEND and SUBTRACT apply to, with the default an APPEND or SUBTRACT
-// starts from when the topic does not set the key (Kafka's rule).
-var listConfigDefaults = map[string]string{
-	"cleanup.policy": "delete",
-}
-
-const uncleanElectionKey = "unclean.leader.election.enable"
-
 // IncrementalAlterTopicConfigs changes a topic's configs, all operations
 // or none: every key is checked (unknown key or bad value: INVALID_CONFIG
 // naming the key) before anything is staged. With validateOnly the checks
@@ -133,11 +126,11 @@ func replaceOps(r fsm.Reader, topic string, configs []rl.ConfigEntry) []AlterCon
 	return ops
 }
 
-// DescribeTopicConfigs returns the configs a topic sets, sorted by key.
-// Keys the topic does not set are not listed: their value is the broker
-// default, which the controller does not know. It reads r as given (hold
-// the FSM's view when r is the committed image) and sends nothing through
-// the event loop, so it also works on a node that is not active.
+// DescribeTopicConfigs returns the configs a topic sets itself, sorted
+// by key (DescribeTopic describes every config with its effective
+// value). It reads r as given (hold the FSM's view when r is the
+// committed image) and sends nothing through the event loop, so it also
+// works on a node that is not active.
 func DescribeTopicConfigs(r fsm.Reader, topic string) ([]rl.ConfigEntry, error) {
 	t := r.TopicByName(topic)
 	if t == nil || t.Deleting {
@@ -146,6 +139,20 @@ func DescribeTopicConfigs(r fsm.Reader, topic string) ([]rl.ConfigEntry, error) 
 	out := make([]rl.ConfigEntry, len(t.Configs))
 	copy(out, t.Configs)
 	return out, nil
+}
+
+// DescribeTopic describes every topic config of a topic (or those opts
+// asks for) with its effective value and source, as the node node
+// resolves it: the topic's own configs, node's dynamic broker configs,
+// the cluster-wide default, static (the node's settings), Kafka's
+// default. It reads r as given, like DescribeTopicConfigs.
+func DescribeTopic(r fsm.Reader, topic string, node int32, static map[string]string, opts configmodel.DescribeOptions) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	t := r.TopicByName(topic)
+	if t == nil || t.Deleting {
+		return nil, kafkaErr(kerr.UnknownTopicOrPartition, "topic %q", topic)
+	}
+	lv := configmodel.Levels{Topic: t.Configs, Broker: strconv.Itoa(int(node)), Dynamic: r.BrokerConfigs(), Static: static}
+	return configmodel.DescribeTopic(lv, opts), nil
 }
 
 func (m *configManager) alterTopicConfigs(w *work, topic string, ops []AlterConfig, validateOnly bool) error {
@@ -165,12 +172,13 @@ func (m *configManager) alterTopicConfigs(w *work, topic string, ops []AlterConf
 			return kafkaErr(kerr.InvalidRequest, "topic config %q appears more than once in the request", op.Key)
 		}
 		seen[op.Key] = true
-		check, ok := topicConfigs[op.Key]
+		def, ok := configmodel.TopicDef(op.Key)
 		if !ok {
-			return kafkaErr(kerr.InvalidConfig, "unknown topic config %q", op.Key)
+			return kafkaErr(kerr.InvalidConfig, "Unknown topic config name: %s", op.Key)
 		}
 		cur, set := t.Config(op.Key)
 		var next string
+		var err error
 		switch op.Op {
 		case ConfigSet:
 			next = op.Value
@@ -180,21 +188,16 @@ func (m *configManager) alterTopicConfigs(w *work, topic string, ops []AlterConf
 			}
 			continue
 		case ConfigAppend, ConfigSubtract:
-			def, isList := listConfigDefaults[op.Key]
-			if !isList {
-				return kafkaErr(kerr.InvalidConfig, "topic config %q is not a list: %s does not apply to it", op.Key, op.Op)
+			if next, err = listOp(def, op, cur, set); err != nil {
+				return err
 			}
-			if !set {
-				cur = def
-			}
-			next = alterList(cur, op.Value, op.Op == ConfigAppend)
 		default:
-			return kafkaErr(kerr.InvalidRequest, "unknown config operation %d for topic config %q", op.Op, op.Key)
+			return kafkaErr(kerr.InvalidRequest, "Unknown operations type %d for config %s", op.Op, op.Key)
 		}
-		if !check(next) {
-			return kafkaErr(kerr.InvalidConfig, "invalid value %q for topic config %q", next, op.Key)
+		if err := checkTopicConfig(op.Key, next); err != nil {
+			return err
 		}
-		if op.Key == uncleanElectionKey && next == "true" {
+		if on, _ := configmodel.ParseBool(next); op.Key == configmodel.KeyUncleanLeaderElection && on {
 			enableUnclean = true
 		}
 		if !set || cur != next {
@@ -233,6 +236,23 @@ func (m *configManager) alterTopicConfigs(w *work, topic string, ops []AlterConf
 	return nil
 }
 
+// listOp is the value an APPEND or SUBTRACT leaves: only list configs
+// take them (INVALID_CONFIG otherwise, as in Kafka), starting from the
+// default when the resource does not set the key.
+func listOp(def configmodel.Def, op AlterConfig, cur string, set bool) (string, error) {
+	if def.Type != kmsg.ConfigTypeList {
+		verb := "append"
+		if op.Op == ConfigSubtract {
+			verb = "subtract"
+		}
+		return "", kafkaErr(kerr.InvalidConfig, "Config value %s is not allowed for config key: %s", verb, op.Key)
+	}
+	if !set {
+		cur = def.Default
+	}
+	return alterList(cur, op.Value, op.Op == ConfigAppend), nil
+}
+
 // alterList appends the comma-separated values to (or removes them from)
 // a comma-separated list, keeping its order and never listing a value
 // twice.
@@ -252,8 +272,8 @@ func alterList(cur, values string, add bool) string {
 
 func splitList(s string) []string {
 	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" && !slices.Contains(out, v) {
+	for _, v := range configmodel.SplitList(s) {
+		if !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
@@ -118,7 +119,7 @@ func TestConfigManagerEnableUnclean(t *testing.T) {
 		t.Fatalf("setup: %+v", p)
 	}
 	w := e.run(func(w *work) error {
-		return e.m.configs.alterTopicConfigs(w, "t", []AlterConfig{{Key: uncleanElectionKey, Value: "true"}}, false)
+		return e.m.configs.alterTopicConfigs(w, "t", []AlterConfig{{Key: configmodel.KeyUncleanLeaderElection, Value: "true"}}, false)
 	})
 	if p := e.partition("t", 0); p.Leader != 2 || !slices.Equal(p.ISR, []int32{2}) {
 		t.Fatalf("after enabling unclean election (staged %s): %+v", recordTypes(w), p)

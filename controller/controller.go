@@ -40,6 +40,13 @@ type Config struct {
 	// (Kafka's format --release-version). Zero: the latest this build
 	// knows.
 	BootstrapLevel rl.Level
+	// StaticConfigs are this node's static broker configs by Kafka's
+	// names (auto.leader.rebalance.enable, min.insync.replicas, …): the
+	// STATIC_BROKER_CONFIG level below the dynamic configs in the log.
+	// Only settings given explicitly belong here. Check the values
+	// (configmodel.Def.Check) before: one that does not parse counts as
+	// Kafka's default.
+	StaticConfigs map[string]string
 }
 
 func (c *Config) setDefaults() {
@@ -86,12 +93,14 @@ type Controller struct {
 	mu        sync.Mutex
 	active    *activation // nil while idle
 	lastStats ActivationStats
-	// balance is the automatic rebalance's settings (SetBalance), which
-	// balanceSets counts; balanceChanged tells the active loop that they
-	// changed.
-	balance        BalanceConfig
-	balanceSets    uint64
-	balanceChanged chan struct{}
+	// balanceOverride is SetBalance's override of the configs' automatic
+	// rebalance (nil: none); balanceSets counts SetBalance's calls, and
+	// balanceChanged tells the active loop of one. balanceChecks counts
+	// the balance ticks (BalanceChecks).
+	balanceOverride *BalanceConfig
+	balanceSets     uint64
+	balanceChanged  chan struct{}
+	balanceChecks   atomic.Uint64
 
 	// invalidStateChanges counts the transitions refused while active
 	// (stateChangeLog).
@@ -123,7 +132,6 @@ func New(cfg Config) *Controller {
 	return &Controller{
 		cfg:            cfg,
 		log:            cfg.Logger.Named("controller"),
-		balance:        defaultBalance,
 		balanceChanged: make(chan struct{}, 1),
 	}
 }

@@ -152,9 +152,10 @@
 //
 // The loop alone takes events from the queue (callers only put them
 // there), computes them, answers them and owns the timers: the session
-// check (every SessionTimeout/8) and the automatic rebalance (SetBalance's
-// Interval: a reassignment check, then the rebalance's runs, one event
-// each) are ticks that queue events like any caller's. It does not wait on
+// check (every SessionTimeout/8) and the automatic rebalance (every
+// leader.imbalance.check.interval.seconds while auto.leader.rebalance.enable
+// is on, or SetBalance's Interval: a reassignment check, then the
+// rebalance's runs, one event each) are ticks that queue events like any caller's. It does not wait on
 // raft itself: proposeRound starts a goroutine for each round with records,
 // which proposes its entries (propose), waits on their futures and closes
 // the round's done channel, and the loop finishes the round when it sees

@@ -26,7 +26,8 @@ func (c *Controller) runLoop(a *activation) {
 	close(a.ready)
 	tick := time.NewTicker(c.tickInterval())
 	defer tick.Stop()
-	balance := newBalanceTicker(c.balanceConfig())
+	bal, _ := c.balance()
+	balance := newBalanceTicker(bal.cfg.Interval)
 	defer func() { balance.stop() }()
 	// balancing: an automatic rebalance is under way (see balanceEvents).
 	balancing := false
@@ -81,14 +82,26 @@ func (c *Controller) runLoop(a *activation) {
 			}
 		case <-ticks:
 			pending = append(pending, c.newEvent("session-check", computeCheckSessions))
+			// The configs may have changed the rebalance: a committed
+			// BrokerConfig record, a snapshot restored. Reading them is a
+			// few lookups, so the session tick looks (at most 1 s late).
+			if now, _ := c.balance(); now.cfg.Interval != bal.cfg.Interval {
+				balance.stop()
+				balance = newBalanceTicker(now.cfg.Interval)
+				c.log.Info("automatic leader rebalance interval", "interval", now.cfg.Interval.String(), "enabled", now.enabled)
+				bal = now
+			}
 		case <-balanceTicks:
-			if !balancing {
+			c.balanceChecks.Add(1)
+			bal, _ = c.balance()
+			if bal.enabled && !balancing {
 				balancing = true
-				pending = append(pending, c.balanceEvents(func() { balancing = false }))
+				pending = append(pending, c.balanceEvents(bal.cfg, func() { balancing = false }))
 			}
 		case <-c.balanceChanged:
+			bal, _ = c.balance()
 			balance.stop()
-			balance = newBalanceTicker(c.balanceConfig())
+			balance = newBalanceTicker(bal.cfg.Interval)
 		case <-committed:
 			r := inflight
 			inflight = nil
@@ -130,11 +143,11 @@ func (c *Controller) tickInterval() time.Duration {
 // the interval is zero.
 type balanceTicker struct{ t *time.Ticker }
 
-func newBalanceTicker(cfg BalanceConfig) balanceTicker {
-	if cfg.Interval <= 0 {
+func newBalanceTicker(interval time.Duration) balanceTicker {
+	if interval <= 0 {
 		return balanceTicker{}
 	}
-	return balanceTicker{t: time.NewTicker(cfg.Interval)}
+	return balanceTicker{t: time.NewTicker(interval)}
 }
 
 func (b balanceTicker) c() <-chan time.Time {
@@ -155,11 +168,12 @@ func (b balanceTicker) stop() {
 // first, then the rebalance's runs (see RebalanceLeaders) with the
 // settings of the tick, each queued once the one before it has been
 // answered. done is called when the chain ends: after its last run, on a
-// failed run (logged), or once SetBalance has changed the settings. A
-// failed reassignment check (logged) still lets the rebalance run.
-func (c *Controller) balanceEvents(done func()) *event {
-	cfg, set := c.balanceSettings()
-	changed := func() bool { _, now := c.balanceSettings(); return now != set }
+// failed run (logged), or once SetBalance has been called. A failed
+// reassignment check (logged) still lets the rebalance run.
+func (c *Controller) balanceEvents(cfg BalanceConfig, done func()) *event {
+	sets := func() uint64 { c.mu.Lock(); defer c.mu.Unlock(); return c.balanceSets }
+	set := sets()
+	changed := func() bool { return sets() != set }
 	var total BalanceResult
 	var run func(first bool, carried []partRef) *event
 	run = func(first bool, carried []partRef) *event {

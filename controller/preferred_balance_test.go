@@ -130,7 +130,7 @@ func TestAutomaticRebalance(t *testing.T) {
 		}
 	}
 	h.c.SetBalance(BalanceConfig{})
-	if h.c.balanceConfig() != defaultBalance {
-		t.Fatal("the balancer is still set after being turned off")
+	if b, _ := h.c.balance(); b.cfg != (BalanceConfig{Interval: 300 * time.Second, ImbalancePercent: 10}) || !b.enabled {
+		t.Fatalf("after the override ends, the balancer runs with %+v, not the configs' defaults", b)
 	}
 }

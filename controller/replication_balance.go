@@ -5,12 +5,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
-// BalanceConfig configures the automatic preferred-leader rebalance
-// (Kafka's auto.leader.rebalance.enable and friends).
+// BalanceConfig configures the preferred-leader rebalance (Kafka's
+// auto.leader.rebalance.enable and friends). The controller takes it from
+// the configs (see balanceFromConfigs) unless SetBalance overrides them.
 type BalanceConfig struct {
 	// Interval is how often the balance is checked while this node is the
 	// active controller (Kafka's leader.imbalance.check.interval.seconds).
@@ -60,21 +62,38 @@ type BalanceResult struct {
 	Runs int
 }
 
-// defaultBalance is what RebalanceLeaders runs with before SetBalance.
-var defaultBalance = BalanceConfig{ImbalancePercent: 10}
+// balanceSettings is what the loop's balance ticker runs with: the
+// interval it ticks at and whether a tick rebalances. With the
+// automatic rebalance turned off by the configs the ticker still ticks,
+// and a tick only counts a check (BalanceChecks): turning it on again
+// takes effect at the next tick.
+type balanceSettings struct {
+	cfg     BalanceConfig
+	enabled bool
+}
 
-// SetBalance sets the automatic preferred-leader rebalance. With a
-// positive Interval the event loop checks the balance at that interval
-// whenever this node is the active controller (and runs the check of
-// CheckReassignments with it); a zero Interval stops it. The settings
-// apply to RebalanceLeaders too. SetBalance(BalanceConfig{}) stops it and
-// restores the defaults (10%, DefaultMaxPerRun).
+// balanceFromConfigs is the rebalance the configs ask for: the
+// cluster-wide default broker configs in the committed image, then this
+// node's static settings, then Kafka's defaults (on, every 300 s, 10%).
+func (c *Controller) balanceFromConfigs() balanceSettings {
+	var b configmodel.Balance
+	c.cfg.FSM.View(func(im *fsm.Image) { b = configmodel.ResolveBalance(im.BrokerConfigs(), c.cfg.StaticConfigs) })
+	return balanceSettings{cfg: BalanceConfig{Interval: b.Interval, ImbalancePercent: b.ImbalancePercent}, enabled: b.Enabled}
+}
+
+// SetBalance overrides the configs' automatic preferred-leader rebalance
+// (tests and benchmarks set their own): with a positive Interval the event
+// loop checks the balance at that interval whenever this node is the
+// active controller (and runs the check of CheckReassignments with it); a
+// zero Interval stops it. The settings apply to RebalanceLeaders too.
+// SetBalance(BalanceConfig{}) ends the override: the configs rule again.
 func (c *Controller) SetBalance(cfg BalanceConfig) {
-	if cfg == (BalanceConfig{}) {
-		cfg = defaultBalance
-	}
 	c.mu.Lock()
-	c.balance = cfg
+	if cfg == (BalanceConfig{}) {
+		c.balanceOverride = nil
+	} else {
+		c.balanceOverride = &cfg
+	}
 	c.balanceSets++
 	c.mu.Unlock()
 	select {
@@ -83,17 +102,21 @@ func (c *Controller) SetBalance(cfg BalanceConfig) {
 	}
 }
 
-func (c *Controller) balanceConfig() BalanceConfig {
-	cfg, _ := c.balanceSettings()
-	return cfg
+// balance returns the rebalance's current settings (SetBalance's, or the
+// configs') and how many times SetBalance was called.
+func (c *Controller) balance() (balanceSettings, uint64) {
+	c.mu.Lock()
+	over, sets := c.balanceOverride, c.balanceSets
+	c.mu.Unlock()
+	if over != nil {
+		return balanceSettings{cfg: *over, enabled: over.Interval > 0}, sets
+	}
+	return c.balanceFromConfigs(), sets
 }
 
-// balanceSettings returns the settings and how many times they were set.
-func (c *Controller) balanceSettings() (BalanceConfig, uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.balance, c.balanceSets
-}
+// BalanceChecks counts the automatic rebalance's ticks on this node: each
+// one a rebalance, or a check that found it turned off.
+func (c *Controller) BalanceChecks() uint64 { return c.balanceChecks.Load() }
 
 // RebalanceLeaders runs a preferred-leader rebalance now, as the
 // automatic one does at each interval. A broker is imbalanced when more
@@ -108,7 +131,8 @@ func (c *Controller) balanceSettings() (BalanceConfig, uint64) {
 // rebalance; a later run checks each partition again). Topics being
 // deleted and partitions being reassigned are left alone, as Kafka does.
 func (c *Controller) RebalanceLeaders(ctx context.Context) (BalanceResult, error) {
-	return c.rebalance(ctx, c.balanceConfig())
+	b, _ := c.balance()
+	return c.rebalance(ctx, b.cfg)
 }
 
 func (c *Controller) rebalance(ctx context.Context, cfg BalanceConfig) (BalanceResult, error) {

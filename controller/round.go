@@ -149,6 +149,7 @@ func (c *Controller) computeIn(a *activation, r *round, im *fsm.Image, events []
 			child = r.txn.Child()
 		}
 		w := newWork(child, now, c.log)
+		w.static = c.cfg.StaticConfigs
 		before := child.Len()
 		w.stageCause(ev.name)
 		out, err := safeCompute(ev, a.managers, w)

@@ -934,6 +934,8 @@ func (s *scenario) formatRecord(r rl.Record) string {
 		return "BeginDeleteTopic " + s.topicName(r.TopicID, "")
 	case *rl.RemoveTopic:
 		return "RemoveTopic " + s.topicName(r.TopicID, "")
+	case *rl.BrokerConfig:
+		return formatBrokerConfig(r)
 	}
 	return fmt.Sprintf("%s %+v", r.Type(), r)
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
@@ -59,6 +61,9 @@ type work struct {
 	// (nil below the level that has it); causeSet once because named it.
 	cause    *rl.StateChangeCause
 	causeSet bool
+	// static is the node's static broker configs by Kafka's names (the
+	// STATIC_BROKER_CONFIG level of a config's resolution); nil: none.
+	static map[string]string
 }
 
 // newWork opens a handler's work over txn.
@@ -165,6 +170,7 @@ func (w *work) stageChange(c rl.PartitionChange) error {
 // fail; the next activation's resumption picks the work up again.
 func (w *work) atomically(what string, fn func(sub *work) error) {
 	sub := newWork(w.txn.Child(), w.now, w.log)
+	sub.static = w.static
 	if err := fn(sub); err != nil {
 		w.log.Error("work left for later: staging failed", "work", what, "error", err)
 		return
@@ -213,14 +219,28 @@ func (w *work) brokerInfos(liveOnly bool) []BrokerInfo {
 	return out
 }
 
-// uncleanAllowed reads the topic's unclean.leader.election.enable.
+// uncleanAllowed reads the topic's effective
+// unclean.leader.election.enable (see topicLevels).
 func (w *work) uncleanAllowed(ref partRef) bool {
 	t := w.img().Topic(ref.id)
 	if t == nil {
 		return false
 	}
-	v, _ := t.Config(uncleanElectionKey)
-	return v == "true"
+	return configmodel.UncleanLeaderElection(w.topicLevels(t))
+}
+
+// topicLevels are the levels the controller resolves a topic's config
+// over, as Kafka's controller does: the topic's own, then the dynamic
+// configs of the active controller's node (the node of the view's
+// controller epoch), the cluster-wide default, this node's static
+// settings, Kafka's default.
+func (w *work) topicLevels(t *fsm.Topic) configmodel.Levels {
+	_, node := w.img().ControllerEpoch()
+	lv := configmodel.Levels{Topic: t.Configs, Dynamic: w.img().BrokerConfigs(), Static: w.static}
+	if node >= 0 {
+		lv.Broker = strconv.Itoa(int(node))
+	}
+	return lv
 }
 
 // allPartitionRefs lists every partition of every topic not being

@@ -72,6 +72,11 @@ type Config struct {
 	// SessionTimeout is the broker session timeout; zero means 9 s.
 	SessionTimeout time.Duration
 	ClusterID      string
+	// StaticConfigs are the voter's static broker configs by Kafka's
+	// names (auto.leader.rebalance.enable, min.insync.replicas, …), the
+	// STATIC_BROKER_CONFIG level under the dynamic configs in the log;
+	// only those set explicitly (see controller.Config.StaticConfigs).
+	StaticConfigs map[string]string
 
 	// Broker role.
 	BrokerID          int32
@@ -332,7 +337,7 @@ func (s *Server) startVoter() error {
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdvertise, DataDir: cfg.DataDir,
 		Sender: s.Sender, Logger: s.log, SessionTimeout: cfg.SessionTimeout,
 		Voter:      voterOpts,
-		Controller: func(c *controller.Config) { c.Observer = observer },
+		Controller: func(c *controller.Config) { c.Observer, c.StaticConfigs = observer, cfg.StaticConfigs },
 		FSM:        fsmOpts,
 	})
 	if err != nil {

@@ -54,7 +54,7 @@ const (
 	stageSecurity              // the listener's SASL mechanisms, super users, authorizer
 )
 
-var settings = slices.Concat(coreSettings, LimitSettings(), tlsGroupSettings(), dataSettings())
+var settings = slices.Concat(coreSettings, LimitSettings(), tlsGroupSettings(), dataSettings(), StaticConfigSettings())
 
 var coreSettings = []Setting{
 	{"node.id", "", "this node's id: the voter id with the voter role (voters 1001-1003, brokers from 1 by convention)", "NodeID", stageIDs, readNodeID},

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -27,6 +28,13 @@ func TestSettingsTable(t *testing.T) {
 		}
 		fields[s.Field] = s.Key
 		var nc NodeConfig
+		if base, _, entry := strings.Cut(s.Field, "["); entry {
+			// One entry of a map field, filled by the setting's parse.
+			if f := nc.field(base); !f.IsValid() || f.Kind() != reflect.Map || s.parse == nil {
+				t.Errorf("%s: %s is not a map field of NodeConfig filled by a parse", s.Key, base)
+			}
+			continue
+		}
 		f := nc.field(s.Field)
 		if !f.IsValid() {
 			if !pseudo[s.Field] {

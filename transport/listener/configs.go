@@ -10,54 +10,36 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
 
-// topicConfigTypes gives DescribeConfigs (v3+) the type of each topic
-// config the controller accepts, with Kafka's types for them. A key
-// missing here is described as UNKNOWN.
-var topicConfigTypes = map[string]kmsg.ConfigType{
-	"unclean.leader.election.enable": kmsg.ConfigTypeBoolean,
-	"min.insync.replicas":            kmsg.ConfigTypeInt,
-	"cleanup.policy":                 kmsg.ConfigTypeList,
-	"retention.ms":                   kmsg.ConfigTypeLong,
-	"retention.bytes":                kmsg.ConfigTypeLong,
-	"segment.bytes":                  kmsg.ConfigTypeInt,
-	"segment.ms":                     kmsg.ConfigTypeLong,
-	"max.message.bytes":              kmsg.ConfigTypeInt,
-	"min.compaction.lag.ms":          kmsg.ConfigTypeLong,
-	"delete.retention.ms":            kmsg.ConfigTypeLong,
-	"compression.type":               kmsg.ConfigTypeString,
-	"message.timestamp.type":         kmsg.ConfigTypeString,
-	"flush.messages":                 kmsg.ConfigTypeLong,
-	"flush.ms":                       kmsg.ConfigTypeLong,
-	"preallocate":                    kmsg.ConfigTypeBoolean,
-	"local.retention.ms":             kmsg.ConfigTypeLong,
-	"local.retention.bytes":          kmsg.ConfigTypeLong,
-	"remote.storage.enable":          kmsg.ConfigTypeBoolean,
-	"message.downconversion.enable":  kmsg.ConfigTypeBoolean,
-}
-
-// describeConfigs answers topic resources from this voter's image: the
-// configs a topic sets, as DYNAMIC_TOPIC_CONFIG. Keys a topic does not set
-// are not listed: their value is the brokers' default, which the
-// controller does not know. A broker resource naming this voter (or none)
-// is answered with no configs, since the controller keeps no broker
-// configs; one naming another node is INVALID_REQUEST, as a Kafka broker
-// answers a request meant for another.
+// describeConfigs answers from this voter's image with Kafka's config
+// model (controller/configmodel): a topic's every config with its
+// effective value and source, resolved as this node resolves it; a
+// broker's every config, its dynamic ones from the image and, for this
+// node's own id, this node's static settings; the cluster-wide default
+// resource (the empty name) with the configs set there. The controller
+// package decides what each entry holds; this only maps the request.
 func (l *Listener) describeConfigs(req *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	static := l.node.Controller.StaticConfigs()
 	l.node.FSM.View(func(im *fsm.Image) {
 		for _, rr := range req.Resources {
 			out := kmsg.NewDescribeConfigsResponseResource()
 			out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
+			opts := configmodel.DescribeOptions{Names: rr.ConfigNames, Synonyms: req.IncludeSynonyms, Documentation: req.IncludeDocumentation}
 			var err error
 			switch rr.ResourceType {
 			case kmsg.ConfigResourceTypeTopic:
-				out.Configs, err = describeTopic(im, rr, req)
-			case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+				if err = controller.ValidTopicName(rr.ResourceName); err == nil {
+					out.Configs, err = controller.DescribeTopic(im, rr.ResourceName, l.self, static, opts)
+				}
+			case kmsg.ConfigResourceTypeBroker:
+				out.Configs, err = l.describeBroker(im, rr.ResourceName, static, opts)
+			case kmsg.ConfigResourceTypeBrokerLogger:
 				err = l.checkBrokerResource(rr.ResourceName)
 			default:
 				err = kafkaErr(kerr.InvalidRequest, "config resource type %d is not served by the controller", rr.ResourceType)
@@ -69,39 +51,21 @@ func (l *Listener) describeConfigs(req *kmsg.DescribeConfigsRequest) *kmsg.Descr
 	return resp
 }
 
-func describeTopic(im *fsm.Image, rr kmsg.DescribeConfigsRequestResource, req *kmsg.DescribeConfigsRequest) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
-	if err := controller.ValidTopicName(rr.ResourceName); err != nil {
+// describeBroker describes a broker resource: the cluster-wide default
+// for the empty name, otherwise the broker of that id (this node's
+// static settings only for its own id: another node's are its own).
+func (l *Listener) describeBroker(im *fsm.Image, name string, static map[string]string, opts configmodel.DescribeOptions) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	if err := controller.CheckBrokerResourceName(name); err != nil {
 		return nil, err
 	}
-	entries, err := controller.DescribeTopicConfigs(im, rr.ResourceName)
-	if err != nil {
-		return nil, err
+	if name == fsm.ClusterDefault {
+		return configmodel.DescribeClusterDefault(im.BrokerConfigs(), opts), nil
 	}
-	var want map[string]bool
-	if rr.ConfigNames != nil {
-		want = map[string]bool{}
-		for _, n := range rr.ConfigNames {
-			want[n] = true
-		}
+	id, _ := strconv.Atoi(name)
+	if int32(id) != l.self {
+		static = nil
 	}
-	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, e := range entries {
-		if want != nil && !want[e.Key] {
-			continue
-		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		value := e.Value
-		c.Name, c.Value, c.Source = e.Key, &value, kmsg.ConfigSourceDynamicTopicConfig
-		c.ConfigType = topicConfigTypes[e.Key]
-		if req.IncludeSynonyms {
-			s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			sv := e.Value
-			s.Name, s.Value, s.Source = e.Key, &sv, kmsg.ConfigSourceDynamicTopicConfig
-			c.ConfigSynonyms = append(c.ConfigSynonyms, s)
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return controller.DescribeBrokerConfigs(im, int32(id), static, opts), nil
 }
 
 // checkBrokerResource accepts a broker resource meant for this node.
@@ -120,8 +84,11 @@ type resourceKey struct {
 
 // alterOne is one resource of a config mutation, ready for the controller.
 type alterOne struct {
-	topic string
-	ops   []controller.AlterConfig
+	// topic is the resource's name: a topic, or with broker a broker
+	// resource (a broker id, or empty for the cluster-wide default).
+	topic  string
+	broker bool
+	ops    []controller.AlterConfig
 	// replace is the complete config set of a legacy AlterConfigs: the
 	// controller works out what to delete inside its event.
 	replace []rl.ConfigEntry
@@ -129,10 +96,11 @@ type alterOne struct {
 }
 
 // incrementalAlterConfigs maps IncrementalAlterConfigs onto
-// Controller.IncrementalAlterTopicConfigs, one call per topic, run
-// concurrently so that they share the event loop's rounds. Only topic
-// resources are stored by the controller; anything else is
-// INVALID_REQUEST. It runs where the active controller is (see
+// Controller.IncrementalAlterTopicConfigs and
+// IncrementalAlterBrokerConfigs, one call per resource, run concurrently
+// so that they share the event loop's rounds. Topic and broker resources
+// (a broker id, or the empty name for the cluster-wide default) are
+// stored by the controller; anything else is INVALID_REQUEST. It runs where the active controller is (see
 // atActive): clients send it to any broker and do not retry it on
 // NOT_CONTROLLER.
 func (l *Listener) incrementalAlterConfigs(ctx context.Context, c *kafkawire.Conn, req *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
@@ -150,8 +118,7 @@ func (l *Listener) incrementalAlterHere(ctx context.Context, req *kmsg.Increment
 		keys[i] = resourceKey{rr.ResourceType, rr.ResourceName}
 		w := &work[i]
 		w.topic = rr.ResourceName
-		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-			w.err = l.nonTopicAlter(rr.ResourceType, rr.ResourceName)
+		if w.err = l.alterable(w, rr.ResourceType, rr.ResourceName); w.err != nil {
 			continue
 		}
 		for _, cfg := range rr.Configs {
@@ -159,7 +126,7 @@ func (l *Listener) incrementalAlterHere(ctx context.Context, req *kmsg.Increment
 			if cfg.Value != nil {
 				op.Value = *cfg.Value
 			} else if cfg.Op != kmsg.IncrementalAlterConfigOpDelete {
-				w.err = kafkaErr(kerr.InvalidRequest, "null value for topic config %q with operation %s", cfg.Name, op.Op)
+				w.err = kafkaErr(kerr.InvalidRequest, "Null value not supported for : %s", cfg.Name)
 				break
 			}
 			w.ops = append(w.ops, op)
@@ -176,10 +143,11 @@ func (l *Listener) incrementalAlterHere(ctx context.Context, req *kmsg.Increment
 }
 
 // alterConfigs serves the legacy AlterConfigs: the request gives a
-// topic's complete config set, so every key given is SET and every key
-// the topic sets but the request does not give is DELETEd, in one event
-// (Controller.ReplaceTopicConfigs, which works out the keys to delete
-// inside that event). A null value counts as not given, as in Kafka.
+// resource's complete config set, so every key given is SET and every key
+// the resource sets but the request does not give is DELETEd, in one
+// event (Controller.ReplaceTopicConfigs and ReplaceBrokerConfigs, which
+// work out the keys to delete inside that event). A null value counts as
+// not given.
 func (l *Listener) alterConfigs(ctx context.Context, c *kafkawire.Conn, req *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
 	resp := l.atActive(ctx, c, req, func(ctx context.Context) kmsg.Response {
 		return l.alterHere(ctx, req)
@@ -195,8 +163,7 @@ func (l *Listener) alterHere(ctx context.Context, req *kmsg.AlterConfigsRequest)
 		keys[i] = resourceKey{rr.ResourceType, rr.ResourceName}
 		w := &work[i]
 		w.topic = rr.ResourceName
-		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-			w.err = l.nonTopicAlter(rr.ResourceType, rr.ResourceName)
+		if w.err = l.alterable(w, rr.ResourceType, rr.ResourceName); w.err != nil {
 			continue
 		}
 		w.replace = []rl.ConfigEntry{}
@@ -216,14 +183,20 @@ func (l *Listener) alterHere(ctx context.Context, req *kmsg.AlterConfigsRequest)
 	return resp
 }
 
-// nonTopicAlter is the answer to a config change of a resource the
-// controller does not store.
-func (l *Listener) nonTopicAlter(typ kmsg.ConfigResourceType, name string) error {
+// alterable marks a config change's resource as a topic or a broker
+// resource, and refuses the kinds the controller does not store: broker
+// loggers (each broker's own, not in the log) and unknown types.
+func (l *Listener) alterable(w *alterOne, typ kmsg.ConfigResourceType, name string) error {
 	switch typ {
-	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
-		return kafkaErr(kerr.InvalidRequest, "broker configs (resource %q) are not stored by the controller: send them to the broker", name)
+	case kmsg.ConfigResourceTypeTopic:
+		return nil
+	case kmsg.ConfigResourceTypeBroker:
+		w.broker = true
+		return nil
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		return kafkaErr(kerr.InvalidRequest, "broker logger levels (resource %q) are not stored by the controller: send them to the broker", name)
 	}
-	return kafkaErr(kerr.InvalidRequest, "config resource type %d is not served by the controller", typ)
+	return kafkaErr(kerr.InvalidRequest, "Unknown resource type %d", typ)
 }
 
 // atActive runs a mutation clients send to any broker (config, ACL and
@@ -329,13 +302,23 @@ func (l *Listener) runAlters(ctx context.Context, keys []resourceKey, work []alt
 			w.err = notCtrl
 			continue
 		}
-		if err := controller.ValidTopicName(w.topic); err != nil {
-			w.err = err
-			continue
+		if !w.broker {
+			if err := controller.ValidTopicName(w.topic); err != nil {
+				w.err = err
+				continue
+			}
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			switch {
+			case w.broker && w.replace != nil:
+				w.err = l.node.Controller.ReplaceBrokerConfigs(ctx, w.topic, w.replace, validateOnly)
+				return
+			case w.broker:
+				w.err = l.node.Controller.IncrementalAlterBrokerConfigs(ctx, w.topic, w.ops, validateOnly)
+				return
+			}
 			if w.replace != nil {
 				w.err = l.node.Controller.ReplaceTopicConfigs(ctx, w.topic, w.replace, validateOnly)
 				return
