@@ -144,7 +144,7 @@ func TestResolveBalance(t *testing.T) {
 
 func TestDescribe(t *testing.T) {
 	all := DescribeTopic(Levels{}, DescribeOptions{})
-	if len(all) != len(TopicDefs()) {
+	if empty := DescribeTopic(Levels{}, DescribeOptions{Names: []string{}}); len(all) != len(TopicDefs()) || len(empty) != len(all) {
 		t.Fatalf("%d topic configs described, %d defined", len(all), len(TopicDefs()))
 	}
 	got := DescribeTopic(Levels{Topic: []rl.ConfigEntry{{Key: "cleanup.policy", Value: "compact"}}},

@@ -6,8 +6,9 @@ import (
 
 // DescribeOptions are a DescribeConfigs resource's options.
 type DescribeOptions struct {
-	// Names are the configs asked for; nil asks for every one. Names the
-	// resource does not have are left out, as Kafka does.
+	// Names are the configs asked for; none (nil or empty) asks for
+	// every one, as in Kafka. Names the resource does not have are left
+	// out.
 	Names []string
 	// Synonyms lists every level that sets each config (v1+).
 	Synonyms bool
@@ -16,7 +17,7 @@ type DescribeOptions struct {
 }
 
 func (o DescribeOptions) wants(name string) bool {
-	if o.Names == nil {
+	if len(o.Names) == 0 {
 		return true
 	}
 	for _, n := range o.Names {
