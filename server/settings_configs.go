@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 )
@@ -28,7 +29,7 @@ func StaticConfigSettings() []Setting {
 		if !ok {
 			panic("server: no broker config " + k)
 		}
-		out = append(out, Setting{Key: k, Default: d.Default, Doc: d.Doc + " (a dynamic broker config or cluster default, set with any Kafka admin client, wins over this)",
+		out = append(out, Setting{Key: k, Default: d.Default, Doc: strings.TrimSuffix(d.Doc, ".") + " (Kafka's broker config of the same name: a dynamic value set with any Kafka admin client wins over this setting)",
 			Field: "StaticConfigs[" + k + "]", stage: stageValues, parse: readStaticConfig(k)})
 	}
 	return out
