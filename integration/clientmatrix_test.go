@@ -183,8 +183,6 @@ func knownFor(reason string, clients, ops []string, kind string) {
 // The reasons of the cells known not to work yet.
 const (
 	knownVotersListed  = "a voter's Metadata lists the voters beside the brokers"
-	knownNoClusterID   = "no cluster id unless cluster.id is set"
-	knownConfigs       = "topic configs have no defaults, and there are no broker or cluster-default configs"
 	knownBrokerSASL    = "broker agents do not log clients in with SASL (a client bootstrapped at a voter goes on to the brokers its Metadata lists)"
 	knownReadBehind    = "reads behind writes: a node answers before it has applied an acknowledged change"
 	knownBrokerNoLogin = "broker agents of a SASL cluster serve Metadata, with every topic, to a client that has not logged in"
@@ -193,9 +191,9 @@ const (
 func init() {
 	all := []string{"kadm", "sarama", "kafkajs", "kcat"}
 	knownFor(knownVotersListed, all, []string{opDescribeCluster}, kindVoter)
-	knownFor(knownNoClusterID, []string{"kadm", "sarama", "kafkajs"}, []string{opDescribeCluster}, "*")
-	knownFor(knownConfigs, all, append([]string{opDescribeTopicConfigs}, phaseOps[phaseCluster]...), "*")
+	// Every operation that reads back what it changed.
 	knownFor(knownReadBehind, all, []string{opListTopics, opDescribeTopics, opAddPartitions, opDeleteTopics,
+		opAlterTopicIncr, opAlterTopicLegacy, opAlterBrokerIncr, opAlterBrokerLegacy, opAlterDefaultIncr, opAlterDefaultLegacy,
 		opDescribeACLs, opDeleteACLs, opDescribeSCRAM, opDeleteSCRAM}, "*")
 	knownFor(knownBrokerSASL, all, phaseOps[phaseSecurity], kindBroker)
 	logins := slices.DeleteFunc(slices.Clone(phaseOps[phaseLogin]), func(op string) bool { return op == opNoLogin })
