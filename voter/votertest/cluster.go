@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
@@ -53,13 +54,12 @@ func NewCluster(t testing.TB, n int, newFSM func(id string) raft.FSM, opts ...fu
 	streams := make([]*raftnet.StreamLayer, n)
 	peers := make([]raft.Server, n)
 	for i := range n {
-		s, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
-		if err != nil {
-			for _, prev := range streams[:i] {
-				_ = prev.Close()
-			}
-			t.Fatalf("votertest: listen: %v", err)
-		}
+		// A port below the ephemeral range: a node restarted on its
+		// address must not find it taken meanwhile as the local port of
+		// some outgoing connection.
+		s := testkit.BindOutsideEphemeral(t, "127.0.0.1", func(addr string) (*raftnet.StreamLayer, error) {
+			return raftnet.NewTCPStreamLayer(addr, "")
+		})
 		streams[i] = s
 		peers[i] = raft.Server{
 			Suffrage: raft.Voter,
