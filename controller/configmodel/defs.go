@@ -165,6 +165,7 @@ var brokerOwnDefs = []Def{
 	{Name: "delete.topic.enable", Type: kmsg.ConfigTypeBoolean, Default: "true", Scope: ReadOnly, Doc: "Whether topics can be deleted."},
 	{Name: "broker.session.timeout.ms", Type: kmsg.ConfigTypeInt, Default: "9000", Scope: ReadOnly, Doc: "How long a broker may go without a heartbeat before the controller fences it."},
 	{Name: "broker.heartbeat.interval.ms", Type: kmsg.ConfigTypeInt, Default: "2000", Scope: ReadOnly, Doc: "Time between a broker's heartbeats to the controller."},
+	{Name: "replica.lag.time.max.ms", Type: kmsg.ConfigTypeLong, Default: "30000", Scope: ReadOnly, Doc: "A follower that has not caught up with its leader for this long leaves the ISR."},
 }
 
 var (

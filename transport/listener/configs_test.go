@@ -273,3 +273,64 @@ func restart(t *testing.T, c *testCluster, cl *kgo.Client, topic string, id int3
 		alterISR(t, c, cl, topic, p, part, append(slices.Clone(part.ISR), id))
 	}
 }
+
+// TestDescribeConfigsVersions: a raw DescribeConfigs at the newest
+// version carries each config's type and, when asked, its documentation
+// and synonyms; at v0, which has no source, IsDefault marks the defaults.
+func TestDescribeConfigsVersions(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{})
+	c.startBrokers(1)
+	ctx := ctxT(t)
+	_, adm := c.admin()
+	if res, err := adm.CreateTopics(ctx, 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, "vers"); err != nil || res.Error() != nil {
+		t.Fatalf("create: %v %v", err, res.Error())
+	}
+	describe := func(version int16, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.SetVersion(version)
+		req.IncludeSynonyms, req.IncludeDocumentation = version >= 1, docs
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "vers"
+		rr.ConfigNames = []string{"cleanup.policy", "segment.ms"}
+		req.Resources = append(req.Resources, rr)
+		var out []kmsg.DescribeConfigsResponseResourceConfig
+		waitFor(t, 10*time.Second, fmt.Sprintf("DescribeConfigs v%d", version), func() bool {
+			// A raw call, at exactly the version set.
+			resp, err := call(ctx, c.listener(c.active(10*time.Second)).Addr().String(), "versions", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := resp.(*kmsg.DescribeConfigsResponse).Resources
+			if len(r) != 1 || r[0].ErrorCode != 0 {
+				return false
+			}
+			out = r[0].Configs
+			return len(out) == 2
+		})
+		return out
+	}
+	byName := func(cs []kmsg.DescribeConfigsResponseResourceConfig) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		m := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, c := range cs {
+			m[c.Name] = c
+		}
+		return m
+	}
+	top := byName(describe(kmsg.NewPtrDescribeConfigsRequest().MaxVersion(), true))
+	cp, seg := top["cleanup.policy"], top["segment.ms"]
+	if cp.ConfigType != kmsg.ConfigTypeList || cp.Documentation == nil || *cp.Documentation == "" || cp.Source != kmsg.ConfigSourceDynamicTopicConfig ||
+		len(cp.ConfigSynonyms) != 2 || cp.ConfigSynonyms[1].Name != "log.cleanup.policy" || *cp.ConfigSynonyms[1].Value != "delete" {
+		t.Fatalf("cleanup.policy at the newest version: %+v", cp)
+	}
+	if seg.ConfigType != kmsg.ConfigTypeLong || *seg.Value != "604800000" || seg.Source != kmsg.ConfigSourceDefaultConfig || seg.ReadOnly {
+		t.Fatalf("segment.ms at the newest version: %+v", seg)
+	}
+	if undocumented := byName(describe(kmsg.NewPtrDescribeConfigsRequest().MaxVersion(), false)); undocumented["segment.ms"].Documentation != nil {
+		t.Fatal("documentation sent without being asked for")
+	}
+	v0 := byName(describe(0, false))
+	if v0["cleanup.policy"].IsDefault || !v0["segment.ms"].IsDefault || *v0["cleanup.policy"].Value != "compact" {
+		t.Fatalf("v0: %+v", v0)
+	}
+}
