@@ -167,3 +167,35 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("cluster default: %+v", cd)
 	}
 }
+
+// OverlayStatic gives the entries described without static settings what
+// DescribeBroker with them gives.
+func TestOverlayStatic(t *testing.T) {
+	d := dyn{"": {"min.insync.replicas": "2"}}
+	static := map[string]string{"min.insync.replicas": "3", "log.retention.ms": "1000", "broker.id": "9"}
+	opts := DescribeOptions{Synonyms: true}
+	facts := BrokerFacts{ID: 4, Rack: "r"}
+	want := DescribeBroker(facts, d, static, opts)
+	got := DescribeBroker(facts, d, nil, opts)
+	OverlayStatic(got, static)
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, want %d", len(got), len(want))
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "null"
+		}
+		return *p
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		if w.Name != g.Name || str(w.Value) != str(g.Value) || w.Source != g.Source || w.IsDefault != g.IsDefault || len(w.ConfigSynonyms) != len(g.ConfigSynonyms) {
+			t.Fatalf("%s: got %s %s %d synonyms, want %s %s %d", w.Name, str(g.Value), g.Source, len(g.ConfigSynonyms), str(w.Value), w.Source, len(w.ConfigSynonyms))
+		}
+		for j := range w.ConfigSynonyms {
+			if w.ConfigSynonyms[j].Source != g.ConfigSynonyms[j].Source || str(w.ConfigSynonyms[j].Value) != str(g.ConfigSynonyms[j].Value) {
+				t.Fatalf("%s synonym %d: got %+v, want %+v", w.Name, j, g.ConfigSynonyms[j], w.ConfigSynonyms[j])
+			}
+		}
+	}
+}

@@ -136,3 +136,38 @@ func value(v string, null bool) *string {
 	}
 	return &v
 }
+
+// OverlayStatic puts a broker's static settings into entries described
+// without them (static nil), as a broker agent does with the description
+// of its own resource it got from the controller, which has the dynamic
+// levels but not the broker's settings: an entry no dynamic level sets
+// takes the static value (source STATIC_BROKER_CONFIG), and the static
+// level joins the synonyms above the default. Entries are changed in
+// place; those static does not name are left as they are.
+func OverlayStatic(entries []kmsg.DescribeConfigsResponseResourceConfig, static map[string]string) {
+	for i := range entries {
+		e := &entries[i]
+		v, ok := static[e.Name]
+		if !ok {
+			continue
+		}
+		if e.Source == kmsg.ConfigSourceDefaultConfig {
+			val := v
+			e.Value, e.Source, e.IsDefault = &val, kmsg.ConfigSourceStaticBrokerConfig, false
+		}
+		if len(e.ConfigSynonyms) == 0 {
+			continue
+		}
+		syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+		val := v
+		syn.Name, syn.Value, syn.Source = e.Name, &val, kmsg.ConfigSourceStaticBrokerConfig
+		at := len(e.ConfigSynonyms)
+		for j, s := range e.ConfigSynonyms {
+			if s.Source == kmsg.ConfigSourceDefaultConfig {
+				at = j
+				break
+			}
+		}
+		e.ConfigSynonyms = append(e.ConfigSynonyms[:at:at], append([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{syn}, e.ConfigSynonyms[at:]...)...)
+	}
+}
