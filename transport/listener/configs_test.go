@@ -187,7 +187,7 @@ func TestConfigsOverTheWire(t *testing.T) {
 // its preferred leaders back by itself; turned off at the cluster level,
 // it stays as it is through several checks.
 func TestAutomaticRebalanceFromConfigs(t *testing.T) {
-	c := newTestCluster(t, clusterOpts{session: 2 * time.Second})
+	c := newTestCluster(t, clusterOpts{session: 2 * time.Second, stable: true})
 	c.startBrokers(3)
 	ctx := ctxT(t)
 	cl, adm := c.admin()
