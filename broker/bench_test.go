@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,7 +52,7 @@ func benchCreateTopics(b *testing.B, seeds []string, clients int) {
 		}
 		adms[i] = kadm.NewClient(cl)
 	}
-	prefix := fmt.Sprintf("bench-%s-%d-", b.Name(), time.Now().UnixNano())
+	prefix := fmt.Sprintf("bench-%s-%d-", strings.ReplaceAll(b.Name(), "/", "."), time.Now().UnixNano())
 	var next atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
