@@ -13,6 +13,12 @@ package controller
 //	    configs, cluster default, static, default).
 //	describe-broker-config B key
 //	    The effective value and source of broker B's config key.
+//	balance-tick
+//	    What one tick of the automatic rebalance does with the settings
+//	    the configs give (the loop's own ticker never fires in a
+//	    scenario): "disabled interval=… percent=…" when
+//	    auto.leader.rebalance.enable is off, otherwise the rebalance's
+//	    outcome as the balance command prints it.
 
 import (
 	"errors"
@@ -30,6 +36,23 @@ func init() {
 	scenarioCommands["alter-broker-config"] = (*scenario).alterBrokerConfig
 	scenarioCommands["describe-config"] = (*scenario).describeConfig
 	scenarioCommands["describe-broker-config"] = (*scenario).describeBrokerConfig
+	scenarioCommands["balance-tick"] = (*scenario).balanceTick
+}
+
+func (s *scenario) balanceTick(a *scenarioArgs) ([]string, error) {
+	if err := a.done(); err != nil {
+		return nil, err
+	}
+	bal, _ := s.c.balance()
+	if !bal.enabled {
+		return []string{fmt.Sprintf("disabled interval=%s percent=%d", bal.cfg.Interval, bal.cfg.ImbalancePercent)}, nil
+	}
+	res, err := s.c.rebalance(s.ctx, bal.cfg)
+	if err != nil {
+		return []string{"error " + kafkaErrorName(err)}, nil
+	}
+	return []string{fmt.Sprintf("ok interval=%s percent=%d brokers=%s moved=%d failed=%d runs=%d",
+		bal.cfg.Interval, bal.cfg.ImbalancePercent, formatInts(res.Brokers), res.Moved, res.Failed, res.Runs)}, nil
 }
 
 func scenarioResource(name string) string {
