@@ -78,6 +78,8 @@ type FSM struct {
 	// sec is img's Security, published for readers that must not wait
 	// for the lock: the listener checks it on every request.
 	sec atomic.Pointer[Security]
+	// applied wakes WaitApplied's callers when the applied index moves.
+	applied appliedSignal
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -193,6 +195,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	listener := f.onCommit
 	f.sec.Store(f.img.sec)
+	f.applied.moved()
 	f.mu.Unlock()
 	if haltErr != nil {
 		f.log.Error("cannot apply log entry", "error", haltErr)

@@ -98,6 +98,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	im.snapGen, im.frozen = f.img.snapGen, f.img.frozen
 	f.img = im
 	f.sec.Store(im.sec)
+	f.applied.moved()
 	f.mu.Unlock()
 	f.log.Info("restored snapshot", "index", im.appliedIndex, "topics", im.NumTopics(), "partitions", im.NumPartitions())
 	if f.onRestore != nil {
