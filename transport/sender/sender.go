@@ -161,6 +161,12 @@ type Pool struct {
 	reportMu   sync.Mutex
 	reports    []report
 	reportWake chan struct{}
+
+	// progress is closed when a broker reaches a new mark (see Marks);
+	// progressEnded once the pool closed.
+	progressMu    sync.Mutex
+	progress      chan struct{}
+	progressEnded bool
 }
 
 type report struct {
@@ -239,6 +245,7 @@ func (p *Pool) Close() {
 	p.closed = true
 	p.mu.Unlock()
 	p.cancel()
+	p.progressed() // wake the waiters: nothing will be delivered any more
 	p.wg.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -328,6 +335,10 @@ type brokerSender struct {
 	epoch       int32
 	brokerEpoch int64
 	stats       BrokerStats
+	// handed counts the sets queued (and not dropped on arrival); done is
+	// the count of them the broker has finished with: every set taken up
+	// to it was answered, refused or dropped (see Marks).
+	handed, done uint64
 
 	// Owned by the goroutine.
 	conn      *kafkaclient.Conn
@@ -384,6 +395,7 @@ func (b *brokerSender) enqueue(r controller.Requests, n int) {
 		b.pending = kept
 	}
 	b.pending = append(b.pending, r)
+	b.handed++
 	if len(b.pending) > b.p.cfg.QueueLimit {
 		b.coalesceLocked()
 	}
@@ -410,17 +422,19 @@ func (b *brokerSender) coalesceLocked() {
 	b.pending = append(b.pending[:0], m)
 }
 
-// take waits for queued sets and returns them merged into one.
-func (b *brokerSender) take() (controller.Requests, bool) {
+// take waits for queued sets and returns them merged into one, with the
+// mark the broker reaches once the set is finished with.
+func (b *brokerSender) take() (controller.Requests, uint64, bool) {
 	for {
 		b.mu.Lock()
 		if b.p.ctx.Err() != nil {
 			b.mu.Unlock()
-			return controller.Requests{}, false
+			return controller.Requests{}, 0, false
 		}
 		if len(b.pending) > 0 {
 			sets := b.pending
 			b.pending = nil
+			mark := b.handed
 			before := 0
 			for i := range sets {
 				before += numRequests(&sets[i])
@@ -435,13 +449,13 @@ func (b *brokerSender) take() (controller.Requests, bool) {
 			b.stats.Coalesced += uint64(before - n)
 			b.stats.InFlight = n
 			b.mu.Unlock()
-			return set, true
+			return set, mark, true
 		}
 		b.mu.Unlock()
 		select {
 		case <-b.wake:
 		case <-b.p.ctx.Done():
-			return controller.Requests{}, false
+			return controller.Requests{}, 0, false
 		}
 	}
 }
@@ -471,11 +485,13 @@ func (b *brokerSender) run() {
 		}
 	}()
 	for {
-		set, ok := b.take()
+		set, mark, ok := b.take()
 		if !ok {
 			return
 		}
-		if !b.deliver(set) {
+		if b.deliver(set) {
+			b.finished(mark)
+		} else {
 			// Retry: wait, then take again (merging what came meanwhile).
 			if !b.sleep() {
 				return
