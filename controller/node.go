@@ -62,6 +62,11 @@ type Node struct {
 	// answers no future still in flight when it shuts down).
 	activation sync.Mutex
 	stopping   bool
+
+	// sender and readIndex serve the read-your-writes waits
+	// (readyourwrites.go).
+	sender    Sender
+	readIndex readIndexSource
 }
 
 // StartNode starts a controller voter. A fresh data directory bootstraps
@@ -99,7 +104,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Controller != nil {
 		cfg.Controller(&cc)
 	}
-	n := &Node{Voter: v, FSM: f, Controller: New(cc), log: logger, watchDone: make(chan struct{})}
+	n := &Node{Voter: v, FSM: f, Controller: New(cc), log: logger, watchDone: make(chan struct{}), sender: cc.Sender}
 	go n.watchLeadership()
 	return n, nil
 }

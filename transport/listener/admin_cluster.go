@@ -144,8 +144,11 @@ const probeClientID = "ctrlquorum-quorum-probe"
 func (l *Listener) describeQuorum(ctx context.Context, c *kafkawire.Conn, req *kmsg.DescribeQuorumRequest) *kmsg.DescribeQuorumResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
 	r := l.node.Voter.Raft()
-	if clientID(c) == probeClientID {
+	switch clientID(c) {
+	case probeClientID:
 		return l.quorumProbeAnswer(resp)
+	case readIndexClientID:
+		return l.readIndexAnswer(c, resp)
 	}
 	valid := len(req.Topics) == 1 && req.Topics[0].Topic == metadataTopic &&
 		len(req.Topics[0].Partitions) == 1 && req.Topics[0].Partitions[0].Partition == 0

@@ -292,6 +292,7 @@ func newListener(cfg Config) (*Listener, error) {
 		wc.NeedsAuthentication = needsLogin
 	}
 	l.srv = kafkawire.Serve(ln, wc)
+	l.node.SetReadIndexSource(l.askReadIndex)
 	if len(cfg.Security.BootstrapUsers) > 0 {
 		go l.bootstrapUsers()
 	} else {
@@ -344,9 +345,18 @@ func (l *Listener) handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Reque
 		refused.SetVersion(req.GetVersion())
 		return refused, nil
 	}
-	resp, err := l.dispatch(ctx, c, serve)
-	if err != nil {
-		return nil, err
+	var resp kmsg.Response
+	if isRead(req.Key()) && !forwarded(c) {
+		resp = l.freshRead(ctx, c, serve)
+	}
+	if resp == nil {
+		var err error
+		if resp, err = l.dispatch(ctx, c, serve); err != nil {
+			return nil, err
+		}
+	}
+	if millis, ok := writeTimeout(serve); ok {
+		l.awaitBrokers(ctx, serve, millis)
 	}
 	if post != nil {
 		post(resp)
