@@ -121,10 +121,11 @@ func (p pinned) metadata(ctx context.Context, topics ...string) (*kmsg.MetadataR
 
 // TestReadYourWrites: with an in-process dev cluster (three voters,
 // three brokers), round after round a topic is created through the
-// active controller and, as soon as the creation is answered, described
+// active controller or a broker (which forwards it) and, as soon as the
+// creation is answered, described
 // from every node at once, voters and brokers, each by a client pinned to
-// it; then deleted, and as soon as the deletion is answered, listed from
-// every node. An answer that lacks the created topic, or still names
+// it; then deleted through the controller or a broker, and as soon as the
+// deletion is answered, listed from every node. An answer that lacks the created topic, or still names
 // the deleted one, is stale; there must be none.
 func TestReadYourWrites(t *testing.T) {
 	rounds := 1000
@@ -198,15 +199,51 @@ func TestReadYourWrites(t *testing.T) {
 		return n, nil
 	}
 
-	var staleDescribe, staleList int
-	start := time.Now()
-	for r := range rounds {
-		topic := fmt.Sprintf("ryw-%04d", r)
+	// Changes go in turn to the active controller (kadm routes them
+	// there) and to each broker, which forwards them.
+	create := func(r int, topic string) error {
+		if b := r % 4; b < 3 {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+			req.Topics, req.TimeoutMillis = append(req.Topics, rt), 30_000
+			resp, err := nodes[2*b+1].cl.SeedBrokers()[0].Request(ctx, req)
+			if err != nil {
+				return err
+			}
+			return kerr.ErrorForCode(resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+		}
 		res, err := adm.CreateTopics(ctx, 1, 1, nil, topic)
 		if err == nil {
 			err = res.Error()
 		}
-		if err != nil {
+		return err
+	}
+	remove := func(r int, topic string) error {
+		if b := (r + 1) % 4; b < 3 {
+			req := kmsg.NewPtrDeleteTopicsRequest()
+			req.TopicNames, req.TimeoutMillis = []string{topic}, 30_000
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := nodes[2*b+1].cl.SeedBrokers()[0].Request(ctx, req)
+			if err != nil {
+				return err
+			}
+			return kerr.ErrorForCode(resp.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode)
+		}
+		res, err := adm.DeleteTopics(ctx, topic)
+		if err == nil {
+			err = res.Error()
+		}
+		return err
+	}
+
+	var staleDescribe, staleList int
+	start := time.Now()
+	for r := range rounds {
+		topic := fmt.Sprintf("ryw-%04d", r)
+		if err := create(r, topic); err != nil {
 			t.Fatalf("round %d: create %s: %v", r, topic, err)
 		}
 		n, err := look(topic, nil)
@@ -214,11 +251,7 @@ func TestReadYourWrites(t *testing.T) {
 			t.Fatalf("round %d: describe: %v", r, err)
 		}
 		staleDescribe += n
-		dres, err := adm.DeleteTopics(ctx, topic)
-		if err == nil {
-			err = dres.Error()
-		}
-		if err != nil {
+		if err := remove(r, topic); err != nil {
 			t.Fatalf("round %d: delete %s: %v", r, topic, err)
 		}
 		n, err = look(topic, func(resp *kmsg.MetadataResponse) bool { return hasTopic(resp, topic, false) })

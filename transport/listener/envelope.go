@@ -35,9 +35,11 @@ import (
 //     that came in an envelope is never forwarded again.
 
 // forwardableVersion says which requests an envelope may carry: those
-// of kafkaclient.Forwardable, at a version the listener serves.
+// of kafkaclient.Forwardable, and the reads a standby voter has the
+// active controller answer while its image is behind (isRead), at a
+// version the listener serves.
 func forwardableVersion(key, version int16) bool {
-	if _, ok := kafkaclient.Forwardable()[key]; !ok {
+	if _, ok := kafkaclient.Forwardable()[key]; !ok && !isRead(key) {
 		return false
 	}
 	max, ok := APIs()[key]
