@@ -118,7 +118,7 @@ func TestDevAdminCommandsAndRestart(t *testing.T) {
 		httpAddrs = append(httpAddrs, a)
 		httpArgs = append(httpArgs, "--http", a)
 	}
-	b := []string{"--bootstrap", boot}
+	b := []string{"--bootstrap-controller", boot}
 	data := t.TempDir()
 	devArgs := []string{"dev", "--data", data, "--port", strconv.Itoa(base), "--log-level", "warn", "--session-timeout", "2s"}
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,11 +32,28 @@ const (
 	exitNotYet      = 4
 )
 
+// defaultBootstrap is dev mode's first voter: the admin commands'
+// controller when neither --bootstrap nor --bootstrap-controller is given.
 const defaultBootstrap = "127.0.0.1:19092"
 
-// defaultHTTP are dev mode's HTTP endpoints, used when --bootstrap is the
-// dev default and --http is not given.
+// defaultHTTP are dev mode's HTTP endpoints, used when the bootstrap
+// names dev mode's voters or brokers (or is the default) and --http is
+// not given.
 var defaultHTTP = []string{"127.0.0.1:19292", "127.0.0.1:19293", "127.0.0.1:19294"}
+
+// devListeners are dev mode's Kafka listeners: the voters', then the
+// brokers'.
+var devListeners = []string{"127.0.0.1:19092", "127.0.0.1:19093", "127.0.0.1:19094", "127.0.0.1:19392", "127.0.0.1:19393", "127.0.0.1:19394"}
+
+// devBootstrap reports whether the bootstrap addresses are dev mode's.
+func (c *cli) devBootstrap() bool {
+	for _, a := range strings.Split(c.bootstrap, ",") {
+		if !slices.Contains(devListeners, strings.TrimSpace(a)) {
+			return false
+		}
+	}
+	return true
+}
 
 // listFlag is a flag that may be repeated; each value may also hold a
 // comma-separated list.
@@ -61,18 +79,23 @@ func usageErr(format string, args ...any) error { return &usageError{fmt.Sprintf
 // cli is what every admin command shares: its flags, its output, and its
 // client.
 type cli struct {
-	name      string // "topics create"
-	fs        *flag.FlagSet
-	stdout    io.Writer
-	stderr    io.Writer
-	bootstrap string
-	json      bool
-	timeout   time.Duration
-	tlsFiles  tlsconfig.Files
-	tlsDial   kafkaclient.DialFunc // set by tlsDialer once loaded
-	saslFlags saslFlags
-	saslMech  kgosasl.Mechanism       // set by saslMechanism once checked
-	ctl       *kafkaclient.Controller // set by controller on first use
+	name   string // "topics create"
+	fs     *flag.FlagSet
+	stdout io.Writer
+	stderr io.Writer
+	// bootstrap and bootstrapController are the flags of the same names;
+	// parse leaves the chosen list in bootstrap and says which in
+	// viaBrokers.
+	bootstrap           string
+	bootstrapController string
+	viaBrokers          bool
+	json                bool
+	timeout             time.Duration
+	tlsFiles            tlsconfig.Files
+	tlsDial             kafkaclient.DialFunc // set by tlsDialer once loaded
+	saslFlags           saslFlags
+	saslMech            kgosasl.Mechanism       // set by saslMechanism once checked
+	ctl                 *kafkaclient.Controller // set by controller on first use
 }
 
 // newCLI makes the flag set of an admin command with the common flags.
@@ -81,7 +104,8 @@ func newCLI(name, synopsis, about string, stdout, stderr io.Writer) *cli {
 	c := &cli{name: name, stdout: stdout, stderr: stderr}
 	c.fs = flag.NewFlagSet(name, flag.ContinueOnError)
 	c.fs.SetOutput(stderr)
-	c.fs.StringVar(&c.bootstrap, "bootstrap", defaultBootstrap, "host:port of a controller listener (comma-separated for several)")
+	c.fs.StringVar(&c.bootstrap, "bootstrap", "", "host:port of brokers (comma-separated for several), as Kafka's --bootstrap-server: requests go to a broker, which forwards what only the controller answers")
+	c.fs.StringVar(&c.bootstrapController, "bootstrap-controller", "", "host:port of controller voters (comma-separated for several), as Kafka's --bootstrap-controller: requests go to the active controller (default, without --bootstrap: dev mode's "+defaultBootstrap+")")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
 	c.fs.StringVar(&c.tlsFiles.CA, "tls-ca", "", "CA bundle (PEM) of a cluster that runs TLS; with --tls-cert and --tls-key for mutual TLS, alone for a SASL login over TLS")
@@ -105,6 +129,16 @@ func newCLI(name, synopsis, about string, stdout, stderr io.Writer) *cli {
 func (c *cli) parse(args []string) (code int, done bool) {
 	if code, done := parseFlags(c.fs, args, c.stdout); done {
 		return code, done
+	}
+	switch {
+	case c.bootstrap != "" && c.bootstrapController != "":
+		return c.fail(usageErr("give --bootstrap (brokers) or --bootstrap-controller (controller voters), not both")), true
+	case c.bootstrap != "":
+		c.viaBrokers = true
+	case c.bootstrapController != "":
+		c.bootstrap = c.bootstrapController
+	default:
+		c.bootstrap = defaultBootstrap
 	}
 	// The TLS files and the SASL password are read once, before any
 	// connection.
@@ -148,7 +182,7 @@ func (c *cli) httpAddrs(flagVal listFlag) []string {
 	if len(flagVal) > 0 {
 		return flagVal
 	}
-	if c.bootstrap == defaultBootstrap {
+	if c.devBootstrap() {
 		return defaultHTTP
 	}
 	return nil

@@ -37,7 +37,8 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 Runs three controller voters (ids 1001-1003) and three simulated brokers
 (ids 1-3) in this process on localhost, with the voters' data in --data.
 Ctrl-C stops them cleanly; starting again resumes from the data folder.
-Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
+Admin commands reach the voters by default (--bootstrap-controller
+127.0.0.1:19092); --bootstrap 127.0.0.1:19392 goes through the brokers.
 
 `)
 		fs.PrintDefaults()
@@ -119,7 +120,7 @@ Admin commands find the cluster at the default --bootstrap (127.0.0.1:19092).
 	fmt.Fprintf(stdout, "\nbootstrap: %s\n", boot)
 	flagBoot := ""
 	if *port != devcluster.DefaultPort || *host != "127.0.0.1" {
-		flagBoot = " --bootstrap " + boot
+		flagBoot = " --bootstrap-controller " + boot
 	}
 	if certs != nil {
 		fmt.Fprintf(stdout, "TLS: every connection is mutual TLS; the CA is %s and the admin client certificate %s (key %s)\n",

@@ -16,7 +16,8 @@
 //	ctrlnode bench       the controller's benchmark scenarios, as one table
 //
 // Every command takes --help. Admin commands speak the Kafka protocol to
-// --bootstrap and print a table, or JSON with --json. On a cluster that
+// brokers (--bootstrap) or to the controller voters
+// (--bootstrap-controller) and print a table, or JSON with --json. On a cluster that
 // requires SASL they log in with --sasl-mechanism, --sasl-user and the
 // password of --sasl-password-file or $CTRLNODE_SASL_PASSWORD.
 package main

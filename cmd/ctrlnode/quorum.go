@@ -236,7 +236,8 @@ log moves on, it polls for up to --wait until every voter reports the same
 index. Exit code 0 when all agree, 1 when two voters at the same index
 differ (or one cannot be read), 4 when they never reached the same index.
 There is no Kafka API for this: the voters are named by --http; without it,
-dev mode's three are read, and only while --bootstrap is dev mode's.`, stdout, stderr)
+dev mode's three are read, and only while the bootstrap addresses are dev
+mode's.`, stdout, stderr)
 	var httpFlag listFlag
 	c.fs.Var(&httpFlag, "http", "host:port of a voter's HTTP endpoint (repeatable; default dev mode's three)")
 	wait := c.fs.Duration("wait", 5*time.Second, "how long to wait for every voter to be at the same index")
@@ -245,7 +246,7 @@ dev mode's three are read, and only while --bootstrap is dev mode's.`, stdout, s
 	}
 	addrs := c.httpAddrs(httpFlag)
 	if len(addrs) == 0 {
-		return c.fail(usageErr("the state hash is read from the voters' HTTP endpoints, which --bootstrap %s does not name: give them with --http", c.bootstrap))
+		return c.fail(usageErr("the state hash is read from the voters' HTTP endpoints, which the bootstrap addresses %s do not name: give them with --http", c.bootstrap))
 	}
 	ctx, cancel := c.context()
 	defer cancel()

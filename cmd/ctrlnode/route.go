@@ -14,28 +14,32 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
-// A cluster's broker list names the controller voters and the data
-// brokers together. A general Kafka client sends the requests it does
-// not route to the controller (Metadata, DescribeCluster, DescribeConfigs,
-// IncrementalAlterConfigs) to any of them, and a data broker's agent
-// serves none of the admin APIs; a standby voter's image may also be a
-// raft heartbeat behind the active one. So every request of the admin
-// commands goes to the active controller itself, found through
-// --bootstrap, on a connection of its own.
+// Where the admin commands send their requests, as Kafka's tools do:
+// with --bootstrap, to a broker, which answers Metadata from its cache and
+// forwards what only the controller answers (kafkaclient.Controller
+// settles on the broker the brokers name as controller); with
+// --bootstrap-controller (KIP-919), to the active controller voter itself,
+// found through the voters given. Either way every request goes on one
+// connection of its own, and reads see every change already answered
+// (the cluster's read-your-writes guarantee).
 
 func (c *cli) seeds() ([]string, error) {
 	var seeds []string
+	flag := "--bootstrap"
+	if !c.viaBrokers {
+		flag = "--bootstrap-controller"
+	}
 	for _, s := range strings.Split(c.bootstrap, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(s); err != nil {
-			return nil, usageErr("--bootstrap %q is not host:port", s)
+			return nil, usageErr("%s %q is not host:port", flag, s)
 		}
 		seeds = append(seeds, s)
 	}
 	if len(seeds) == 0 {
-		return nil, usageErr("--bootstrap is empty")
+		return nil, usageErr("%s is empty", flag)
 	}
 	return seeds, nil
 }
@@ -86,7 +90,9 @@ type clusterView struct {
 
 // cluster returns the cluster as the active controller describes it:
 // the voters with the active one as controller (endpoint type 2) and the
-// data brokers, fenced ones included (type 1), in id order.
+// data brokers, fenced ones included (type 1), in id order. Through
+// brokers (--bootstrap) the voters are not listed: a broker answers the
+// controllers' list with MISMATCHED_ENDPOINT_TYPE, as Kafka's do.
 func (c *cli) cluster(ctx context.Context) (clusterView, error) {
 	get := func(endpointType int8) (*kmsg.DescribeClusterResponse, error) {
 		req := kmsg.NewPtrDescribeClusterRequest()
@@ -103,9 +109,13 @@ func (c *cli) cluster(ctx context.Context) (clusterView, error) {
 		}
 		return r.(*kmsg.DescribeClusterResponse), nil
 	}
-	ctrl, err := get(2)
-	if err != nil {
-		return clusterView{}, err
+	ctrl := kmsg.NewPtrDescribeClusterResponse()
+	ctrl.ControllerID = -1
+	if !c.viaBrokers {
+		var err error
+		if ctrl, err = get(2); err != nil {
+			return clusterView{}, err
+		}
 	}
 	all, err := get(1)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 func TestStateHashHonoursBootstrap(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := runStateHash([]string{"--bootstrap", "10.9.8.7:9092", "--wait", "0s"}, &out, &errOut)
-	if code != exitUsage || !strings.Contains(errOut.String(), "--bootstrap 10.9.8.7:9092") || !strings.Contains(errOut.String(), "--http") {
+	if code != exitUsage || !strings.Contains(errOut.String(), "10.9.8.7:9092") || !strings.Contains(errOut.String(), "--http") {
 		t.Fatalf("exit %d, stderr %q; want exit %d naming --bootstrap and --http", code, errOut.String(), exitUsage)
 	}
 	if out.Len() != 0 {
