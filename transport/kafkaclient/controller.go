@@ -78,8 +78,8 @@ type Controller struct {
 }
 
 // ClusterID is the cluster id the nodes asked for the active controller
-// reported in their Metadata answers, "" until one did: a broker that was
-// not given one takes the controllers'.
+// reported in their DescribeCluster or Metadata answers, "" until one
+// did: a broker that was not given one takes the controllers'.
 func (c *Controller) ClusterID() string {
 	if id := c.clusterID.Load(); id != nil {
 		return *id
@@ -295,6 +295,10 @@ func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) 
 		}
 		r := resp.(*kmsg.DescribeClusterResponse)
 		if r.ErrorCode == 0 {
+			if r.ClusterID != "" {
+				id := r.ClusterID
+				c.clusterID.Store(&id)
+			}
 			for _, b := range r.Brokers {
 				if b.NodeID == r.ControllerID && r.ControllerID >= 0 {
 					return conn, Node{ID: b.NodeID, Host: b.Host, Port: b.Port}, nil
