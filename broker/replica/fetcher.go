@@ -212,7 +212,7 @@ func (f *fetcher) truncate(ctx context.Context, conn *kafkaclient.Conn, states [
 		}
 		if s.latestEpoch < 0 {
 			// Nothing written under any epoch: nothing to truncate.
-			f.truncated(s, s.offset)
+			f.truncated(s, s.offset, false)
 			continue
 		}
 		k, ok := byTopic[s.p.tp.Topic]
@@ -251,7 +251,7 @@ func (f *fetcher) truncate(ctx context.Context, conn *kafkaclient.Conn, states [
 					f.m.log.Debug("leader refused OffsetsForLeaderEpoch", "topic", rt.Topic, "partition", rp.Partition, "error", kerr.ErrorForCode(rp.ErrorCode))
 					continue
 				}
-				to := s.offset
+				to, again := s.offset, false
 				if rp.LeaderEpoch < 0 || rp.EndOffset < 0 {
 					// The leader knows no epoch as old: keep only what
 					// was committed (Kafka's fallback to the high
@@ -260,13 +260,19 @@ func (f *fetcher) truncate(ctx context.Context, conn *kafkaclient.Conn, states [
 					to = s.p.hw
 					s.p.mu.Unlock()
 				} else {
-					_, mine := s.p.log.EndOffsetForEpoch(rp.LeaderEpoch)
+					// The leader's answer is for the largest epoch it has
+					// at or below ours. Cut at the smaller of its end
+					// there and ours; if this log has no such epoch, what
+					// is left may still hold an epoch the leader lacks:
+					// ask again with the latest epoch left (KIP-279).
+					mineEpoch, mine := s.p.log.EndOffsetForEpoch(rp.LeaderEpoch)
 					if mine < 0 {
 						mine = s.offset
 					}
 					to = min(rp.EndOffset, mine, s.offset)
+					again = mineEpoch != rp.LeaderEpoch
 				}
-				f.truncated(s, to)
+				f.truncated(s, to, again)
 			}
 		}
 	}
@@ -274,8 +280,9 @@ func (f *fetcher) truncate(ctx context.Context, conn *kafkaclient.Conn, states [
 }
 
 // truncated truncates a partition's log to offset, if it still follows
-// in the same epoch, and lets it fetch.
-func (f *fetcher) truncated(s *fetchState, offset int64) {
+// in the same epoch, and lets it fetch, or with again has it ask the
+// leader once more first.
+func (f *fetcher) truncated(s *fetchState, offset int64, again bool) {
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -291,8 +298,8 @@ func (f *fetcher) truncated(s *fetchState, offset int64) {
 			"from", end, "to", p.log.EndOffset(), "leader", f.leader, "leader_epoch", s.leaderEpoch)
 	}
 	p.hw = min(p.hw, p.log.EndOffset())
-	p.mustTruncate = false
-	s.truncate = false
+	p.mustTruncate = again && p.log.LatestEpoch() >= 0
+	s.truncate = p.mustTruncate
 	s.offset = p.log.EndOffset()
 }
 

@@ -110,58 +110,76 @@ func readValues(t *testing.T, dir string, id rl.TopicID) []string {
 	return out
 }
 
-// A follower holding records of epoch 1 past where epoch 1 ended on the
-// new leader (the old leader's, never committed) truncates them before
-// fetching: KIP-101's divergence is repaired, not kept.
+// A follower holding records the leader does not have, of epochs the
+// leader ended earlier or never had (a former leader's, never committed),
+// truncates them before fetching: KIP-101's divergence is repaired, not
+// kept. The second case takes two rounds of OffsetsForLeaderEpoch: the
+// follower's latest epoch (3) is unknown to the leader, whose answer is
+// for its epoch 2, which the follower lacks in turn (KIP-279).
 func TestFollowerTruncatesToLeaderEpochEnd(t *testing.T) {
-	root := t.TempDir()
-	id := rl.TopicID{7}
-	tp := "diverged-0"
-	// The new leader (broker 2) had epoch 1's first three records when it
-	// took over in epoch 2 and wrote two of its own.
-	writeLog(t, filepath.Join(root, "b2", tp), id, []int32{1, 2}, [][]string{{"a", "b", "c"}, {"x", "y"}})
-	// The follower (broker 1, epoch 1's leader) has five of epoch 1.
-	writeLog(t, filepath.Join(root, "b1", tp), id, []int32{1}, [][]string{{"a", "b", "c", "lost-d", "lost-e"}})
+	for _, tc := range []struct {
+		name                         string
+		leaderEpochs, followerEpochs []int32
+		leaderValues, followerValues [][]string
+		leaderEpoch                  int32
+		want                         string
+	}{
+		{"one round", []int32{1, 2}, []int32{1}, [][]string{{"a", "b", "c"}, {"x", "y"}}, [][]string{{"a", "b", "c", "lost-d", "lost-e"}}, 2, "[a b c x y]"},
+		{"two rounds", []int32{1, 2}, []int32{1, 3}, [][]string{{"a", "b"}, {"x", "y", "z"}}, [][]string{{"a", "b", "lost-c", "lost-d"}, {"lost-e"}}, 4, "[a b x y z]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			id := rl.TopicID{7}
+			tp := "diverged-0"
+			writeLog(t, filepath.Join(root, "b2", tp), id, tc.leaderEpochs, tc.leaderValues)
+			writeLog(t, filepath.Join(root, "b1", tp), id, tc.followerEpochs, tc.followerValues)
+			leaderEnd := int64(0)
+			for _, vs := range tc.leaderValues {
+				leaderEnd += int64(len(vs))
+			}
 
-	leader, err := replica.New(replica.Config{BrokerID: 2, DataDir: filepath.Join(root, "b2"), Logger: testkit.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := broker.PartitionState{Topic: "diverged", TopicID: id, Partition: 0, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 3,
-		ISR: []int32{2}, Replicas: []int32{1, 2}}
-	leader.Attach(&metadataAgent{id: 2, st: st})
-	leader.BecomeLeader(st)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	apis := map[int16]int16{}
-	mins := map[int16]int16{}
-	for k, v := range leader.APIs() {
-		apis[k], mins[k] = v.Max, v.Min
-	}
-	srv := kafkawire.Serve(ln, kafkawire.Config{Handler: leader, APIs: apis, MinVersions: mins, Logger: testkit.Logger(t)})
-	defer srv.Close()
-	defer leader.Close()
+			leader, err := replica.New(replica.Config{BrokerID: 2, DataDir: filepath.Join(root, "b2"), Logger: testkit.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := broker.PartitionState{Topic: "diverged", TopicID: id, Partition: 0, Leader: 2, LeaderEpoch: tc.leaderEpoch, PartitionEpoch: 3,
+				ISR: []int32{2}, Replicas: []int32{1, 2}}
+			leader.Attach(&metadataAgent{id: 2, st: st})
+			leader.BecomeLeader(st)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			apis := map[int16]int16{}
+			mins := map[int16]int16{}
+			for k, v := range leader.APIs() {
+				apis[k], mins[k] = v.Max, v.Min
+			}
+			srv := kafkawire.Serve(ln, kafkawire.Config{Handler: leader, APIs: apis, MinVersions: mins, Logger: testkit.Logger(t)})
+			defer srv.Close()
+			defer leader.Close()
 
-	follower, err := replica.New(replica.Config{BrokerID: 1, DataDir: filepath.Join(root, "b1"), Logger: testkit.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	p, _ := strconv.Atoi(port)
-	follower.Attach(&metadataAgent{id: 1, st: st, brokers: []broker.BrokerInfo{{ID: 2, Host: host, Port: int32(p)}}})
-	follower.BecomeFollower(st)
-	testkit.WaitFor(t, 20*time.Second, "the follower caught up with the leader", func() bool {
-		rs := follower.Replicas()
-		return len(rs) == 1 && rs[0].LogEnd == 5 && rs[0].HighWater == 5
-	})
-	if err := follower.Close(); err != nil {
-		t.Fatal(err)
-	}
-	got := readValues(t, filepath.Join(root, "b1", tp), id)
-	if fmt.Sprint(got) != "[a b c x y]" {
-		t.Fatalf("follower's log after truncation and fetch: %v, want the leader's [a b c x y]", got)
+			follower, err := replica.New(replica.Config{BrokerID: 1, DataDir: filepath.Join(root, "b1"), Logger: testkit.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			host, port, _ := net.SplitHostPort(ln.Addr().String())
+			p, _ := strconv.Atoi(port)
+			follower.Attach(&metadataAgent{id: 1, st: st, brokers: []broker.BrokerInfo{{ID: 2, Host: host, Port: int32(p)}}})
+			follower.BecomeFollower(st)
+			// The follower's high watermark comes from the leader's
+			// fetch answers: at the leader's end, it has fetched all.
+			testkit.WaitFor(t, 20*time.Second, "the follower caught up with the leader", func() bool {
+				rs := follower.Replicas()
+				return len(rs) == 1 && rs[0].LogEnd == leaderEnd && rs[0].HighWater == leaderEnd
+			})
+			if err := follower.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := readValues(t, filepath.Join(root, "b1", tp), id); fmt.Sprint(got) != tc.want {
+				t.Fatalf("follower's log after truncation and fetch: %v, want the leader's %s", got, tc.want)
+			}
+		})
 	}
 }
 
