@@ -131,7 +131,7 @@ func TestDevAdminCommandsAndRestart(t *testing.T) {
 	m = dev.waitLine(t, activeRE, time.Minute)
 	epoch1, _ := strconv.Atoi(m[2])
 
-	// The three simulated brokers register and are unfenced.
+	// The three brokers register and are unfenced.
 	var brokers brokersJSON
 	waitFor(t, time.Minute, "three active brokers", func() bool {
 		ctlJSON(t, 30*time.Second, &brokers, append(append([]string{"brokers", "list"}, b...), httpArgs...)...)
@@ -245,7 +245,7 @@ func TestDevAdminCommandsAndRestart(t *testing.T) {
 		if len(exec.Results) != 1 || exec.Results[0].Status != "started" || !slices.Equal(exec.Previous.Partitions[0].Replicas, before.Topics[0].Partitions[0].Replicas) {
 			t.Fatalf("reassign execute: %+v", exec)
 		}
-		// The simulated brokers' followers catch up at once: the
+		// The empty partition's new replica catches up at once: the
 		// reassignment completes (verify exits 4 while it moves, 0 after).
 		waitFor(t, 30*time.Second, "reassign verify to report complete", func() bool {
 			r := ctl(t, nil, append([]string{"reassign", "verify", "--plan", planPath, "--json"}, b...)...)

@@ -30,12 +30,15 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	pprof := fs.Bool("pprof", false, "serve Go's profiler under /debug/pprof/ on the voters' HTTP endpoints")
 	zkMirror := fs.String("zookeeper-mirror", "", "mirror the image to Kafka's znodes in this ZooKeeper (host:port[/chroot]) from the active voter")
 	useTLS := fs.Bool("tls", false, "run everything over mutual TLS, with certificates made by `ctrlnode certs` in <data>/tls (made on the first --tls start, kept after)")
+	simulated := fs.Bool("simulated-brokers", false, "run brokers that keep no data and only remember what the controller told them (for trying the controller alone)")
 	useSASL := fs.Bool("sasl", false, "require clients to log in with SCRAM (and PLAIN with --tls): user admin, a super user, with the password in <data>/sasl-admin.password (made on the first --sasl start)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: ctrlnode dev [flags]")
 		fmt.Fprint(fs.Output(), `
-Runs three controller voters (ids 1001-1003) and three simulated brokers
-(ids 1-3) in this process on localhost, with the voters' data in --data.
+Runs three controller voters (ids 1001-1003) and three brokers (ids 1-3)
+in this process on localhost, with the voters' data and the brokers'
+partition data in --data. Kafka producers and consumers work against the
+brokers (kcat -P / -C, as printed).
 Ctrl-C stops them cleanly; starting again resumes from the data folder.
 Admin commands reach the voters by default (--bootstrap-controller
 127.0.0.1:19092); --bootstrap 127.0.0.1:19392 goes through the brokers.
@@ -101,7 +104,7 @@ Admin commands reach the voters by default (--bootstrap-controller
 	defer signal.Stop(sigs)
 
 	dc := devcluster.New(devcluster.Config{Layout: lay, DataDir: *dataDir, SessionTimeout: *session, Pprof: *pprof,
-		ZooKeeperMirror: *zkMirror, Logger: logger, Certs: certs, Security: dsec})
+		ZooKeeperMirror: *zkMirror, Logger: logger, Certs: certs, Security: dsec, SimulatedBrokers: *simulated})
 	if err := dc.StartVoters(); err != nil {
 		fmt.Fprintf(stderr, "ctrlnode dev: %v\n", err)
 		dc.Stop(context.Background())
@@ -137,6 +140,10 @@ Admin commands reach the voters by default (--bootstrap-controller
 	fmt.Fprintf(stdout, "  ctrlnode topics create%s --topic demo --partitions 6 --replication-factor 3\n", flagBoot)
 	fmt.Fprintf(stdout, "  ctrlnode topics describe%s --topic demo\n", flagBoot)
 	fmt.Fprintf(stdout, "  ctrlnode quorum status%s\n", flagBoot)
+	if !*simulated && certs == nil {
+		fmt.Fprintf(stdout, "  echo hello | kcat -P -b %s -t demo -p 0 -X acks=all\n", lay.Broker(0))
+		fmt.Fprintf(stdout, "  kcat -C -b %s -t demo -p 0 -o beginning -e\n", lay.Broker(0))
+	}
 	fmt.Fprintf(stdout, "  curl -s http://%s/metrics | grep ^kafka_controller\n", lay.HTTP(0))
 	fmt.Fprintln(stdout, "Ctrl-C stops; starting again keeps the state.")
 

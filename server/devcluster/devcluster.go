@@ -92,6 +92,10 @@ type Config struct {
 	Certs *Certs
 	// Security is the listeners' SASL and every node's login; zero: none.
 	Security Security
+	// SimulatedBrokers runs brokers that keep no data (a broker.MemoryHost
+	// each, with simulated replication) in place of brokers with a real
+	// data path in DataDir/broker-<id>.
+	SimulatedBrokers bool
 }
 
 // Cluster is a dev cluster, started in steps: StartVoters, then
@@ -148,9 +152,11 @@ func (c *Cluster) StartVoters() error {
 	return nil
 }
 
-// StartBrokers starts the brokers, calling started with each, and once
-// all run, their simulated replication (broker.Agent.SimulateReplication).
-// On error, Stop stops those that started.
+// StartBrokers starts the brokers, calling started with each: brokers
+// with their partition data in DataDir/broker-<id>, or with
+// SimulatedBrokers, once all run, their simulated replication
+// (broker.Agent.SimulateReplication). On error, Stop stops those that
+// started.
 func (c *Cluster) StartBrokers(started func(*server.Server)) error {
 	cfg := c.cfg
 	hb := c.HeartbeatInterval()
@@ -163,13 +169,16 @@ func (c *Cluster) StartBrokers(started func(*server.Server)) error {
 		s, err := server.Start(server.Config{
 			NodeID: id, Broker: true, BrokerID: id, BrokerListener: cfg.Broker(i), Voters: cfg.Voters(), ClusterID: cluster,
 			SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: hb, Logger: cfg.Logger.Named(fmt.Sprintf("broker-%d", id)),
-			TLS: cfg.Certs.broker(id), SASL: cfg.Security.Login,
+			TLS: cfg.Certs.broker(id), SASL: cfg.Security.Login, BrokerData: c.brokerData(id),
 		})
 		if err != nil {
 			return fmt.Errorf("broker %d: %w", id, err)
 		}
 		c.Brokers = append(c.Brokers, s)
 		started(s)
+	}
+	if !cfg.SimulatedBrokers {
+		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopSim = cancel
@@ -181,6 +190,15 @@ func (c *Cluster) StartBrokers(started func(*server.Server)) error {
 		}()
 	}
 	return nil
+}
+
+// brokerData is where broker id keeps its data; none with
+// SimulatedBrokers.
+func (c *Cluster) brokerData(id int32) server.BrokerData {
+	if c.cfg.SimulatedBrokers {
+		return server.BrokerData{}
+	}
+	return server.BrokerData{Dir: filepath.Join(c.cfg.DataDir, fmt.Sprintf("broker-%d", id))}
 }
 
 // WatchActive calls changed, until ctx is done, each time it finds a

@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
+)
+
+// TestDataAcrossLeaderKill runs three `ctrlnode run` nodes (a voter and a
+// broker with a data directory each) and writes with a kgo producer,
+// acks=all and no idempotence, while the node whose broker leads the
+// partition is killed with SIGKILL and started again. Every acknowledged
+// record is read back by a kgo consumer at the offset it was
+// acknowledged at, exactly once; the three replicas' logs agree byte for
+// byte on what they have in common; and kcat's records, produced before
+// the kill to a partition the killed broker led, are read back by kcat
+// after it.
+func TestDataAcrossLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	_, kcatErr := exec.LookPath("kcat")
+	testkit.Need(t, "kcat", kcatErr)
+	all, nodes, dir := threeNodeSettings(t, [2]string{"broker.replica.lag.time", "3s"})
+	var brokers []string
+	dataDirs := map[int32]string{}
+	for i := range nodes {
+		id := int32(i + 1)
+		dataDirs[id] = filepath.Join(dir, fmt.Sprintf("broker-%d", id))
+		all[i] = append(all[i], [2]string{"broker.data.dir", dataDirs[id]})
+		brokers = append(brokers, setting(t, all[i], "broker.listener"))
+		nodes[i].args = append(nodes[i].args, "--config", configFile(t, dir, nodes[i].id, all[i]))
+	}
+	procs := map[int32]*proc{} // by broker id
+	for i, n := range nodes {
+		procs[int32(i+1)] = n.start(t)
+	}
+	boot := bootstrapOf(nodes)
+	waitFor(t, time.Minute, "topic data created", func() bool {
+		r := ctl(t, nil, "topics", "create", "--bootstrap", boot, "--topic", "data", "--partitions", "1", "--replication-factor", "3")
+		return r.code == 0 || strings.Contains(r.stdout+r.stderr, "TOPIC_ALREADY_EXISTS")
+	})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(200*time.Millisecond), kgo.RetryTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	leaderOf := func(topic string) int32 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		md, err := kadm.NewClient(cl).Metadata(ctx, topic)
+		if err != nil {
+			return -1
+		}
+		p, ok := md.Topics[topic].Partitions[0]
+		if !ok {
+			return -1
+		}
+		return p.Leader
+	}
+	var victim int32
+	waitFor(t, time.Minute, "a leader of data-0", func() bool { victim = leaderOf("data"); return victim > 0 })
+
+	// kcat's topic is led by the same broker.
+	var others []string
+	for id := int32(1); id <= 3; id++ {
+		if id != victim {
+			others = append(others, strconv.Itoa(int(id)))
+		}
+	}
+	assign := strconv.Itoa(int(victim)) + ":" + strings.Join(others, ":")
+	if r := ctl(t, nil, "topics", "create", "--bootstrap", boot, "--topic", "kcat", "--replica-assignment", assign); r.code != 0 {
+		t.Fatalf("create kcat's topic: %v", r)
+	}
+	waitFor(t, time.Minute, "kcat's topic led by the victim", func() bool { return leaderOf("kcat") == victim })
+	kcatIn := "k1\nk2\nk3\n"
+	kcatP := exec.Command("kcat", "-P", "-b", strings.Join(brokers, ","), "-t", "kcat", "-p", "0", "-X", "acks=all")
+	kcatP.Stdin = strings.NewReader(kcatIn)
+	if out, err := kcatP.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v\n%s", err, out)
+	}
+
+	var mu sync.Mutex
+	acked := map[int64]string{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			r := &kgo.Record{Topic: "data", Partition: 0, Value: []byte(fmt.Sprintf("v%d", i))}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				continue
+			}
+			mu.Lock()
+			if old, dup := acked[r.Offset]; dup {
+				t.Errorf("offset %d acknowledged twice: %s and %s", r.Offset, old, r.Value)
+			}
+			acked[r.Offset] = string(r.Value)
+			mu.Unlock()
+		}
+	}()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	waitFor(t, time.Minute, "records acknowledged", func() bool { return count() >= 100 })
+	if err := procs[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-procs[victim].done
+	killedAt, n := time.Now(), count()
+	waitFor(t, time.Minute, "records acknowledged by a new leader", func() bool { return count() >= n+100 })
+	t.Logf("killed broker %d after %d acknowledged records; %d more within %v", victim, n, count()-n, time.Since(killedAt).Round(time.Millisecond))
+
+	// kcat reads its records back through the new leader.
+	kcatC := exec.Command("kcat", "-C", "-b", strings.Join(brokers, ","), "-t", "kcat", "-p", "0", "-o", "beginning", "-e", "-f", "%o %s\n")
+	out, err := kcatC.Output()
+	if err != nil || string(out) != "0 k1\n1 k2\n2 k3\n" {
+		t.Fatalf("kcat -C after the kill: %v\n%q", err, out)
+	}
+
+	procs[victim] = nodes[victim-1].start(t)
+	n = count()
+	waitFor(t, 2*time.Minute, "records acknowledged with the killed broker back", func() bool { return count() >= n+100 })
+	cancel()
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var end int64
+	for o := range acked {
+		end = max(end, o+1)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"data": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := map[int64]string{}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	for next := int64(0); next < end; {
+		fs := cons.PollFetches(rctx)
+		if rctx.Err() != nil {
+			t.Fatalf("read up to %d of %d: %v", next, end, rctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if old, dup := got[r.Offset]; dup {
+				t.Fatalf("offset %d read twice: %s, then %s", r.Offset, old, r.Value)
+			}
+			got[r.Offset] = string(r.Value)
+			next = max(next, r.Offset+1)
+		})
+	}
+	for o, v := range acked {
+		if got[o] != v {
+			t.Fatalf("offset %d: read %q, acknowledged %q", o, got[o], v)
+		}
+	}
+	t.Logf("%d records acknowledged, all read back at their offsets", len(acked))
+
+	// Stopped, the replicas' logs agree on every byte they share.
+	for _, p := range procs {
+		if !p.exited() {
+			_ = p.signal(t, syscall.SIGTERM, time.Minute)
+		}
+	}
+	var logs [][]byte
+	for id := int32(1); id <= 3; id++ {
+		pdir := filepath.Join(dataDirs[id], "data-0")
+		tid, err := partlog.TopicID(pdir)
+		if err != nil {
+			t.Fatalf("broker %d's log: %v", id, err)
+		}
+		l, err := partlog.Open(pdir, partlog.Config{TopicID: tid})
+		if err != nil {
+			t.Fatalf("broker %d's log: %v", id, err)
+		}
+		b, err := readLog(l)
+		_ = l.Close()
+		if err != nil {
+			t.Fatalf("broker %d's log: %v", id, err)
+		}
+		logs = append(logs, b)
+	}
+	for i := 1; i < 3; i++ {
+		k := min(len(logs[0]), len(logs[i]))
+		if !bytes.Equal(logs[0][:k], logs[i][:k]) {
+			t.Fatalf("broker 1's and broker %d's logs differ within their first %d bytes", i+1, k)
+		}
+	}
+}
+
+// readLog reads a whole log's batches.
+func readLog(l *partlog.Log) ([]byte, error) {
+	var out []byte
+	for o := l.StartOffset(); o < l.EndOffset(); {
+		b, err := l.Read(o, l.EndOffset(), 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		bs, err := partlog.ParseBatches(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+		o = bs[len(bs)-1].NextOffset()
+	}
+	return out, nil
+}
