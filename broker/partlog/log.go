@@ -75,7 +75,7 @@ func Open(dir string, cfg Config) (*Log, error) {
 	if cfg.IndexIntervalBytes <= 0 {
 		cfg.IndexIntervalBytes = 4096
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirSynced(dir); err != nil {
 		return nil, err
 	}
 	if err := checkTopicID(dir, cfg.TopicID); err != nil {
@@ -137,6 +137,33 @@ func Open(dir string, cfg Config) (*Log, error) {
 		}
 	}
 	return l, nil
+}
+
+// mkdirSynced creates dir and its missing parents, syncing the directory
+// each new one is in, so that a power loss does not take the partition's
+// directory, and with it every record synced inside it, away.
+func mkdirSynced(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkTopicID compares dir's partition.metadata with id, writing it when
