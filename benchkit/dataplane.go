@@ -20,8 +20,8 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/server"
 )
 
-// DataConfig is the data path's failure scenarios: one controller voter
-// and three brokers with real data in this process, a partition producer
+// DataConfig is the data path's failure scenarios: three controller
+// voters and three brokers with real data in this process, a partition producer
 // each writing with acks=all (no idempotence) for the whole run.
 type DataConfig struct {
 	// Partitions of the topic written, replication factor 3. Default 12.
@@ -50,11 +50,20 @@ type DataReport struct {
 	ShutdownLed      int `json:"shutdown_led"`
 	ShutdownProduces int `json:"shutdown_produces"`
 	ShutdownFailed   int `json:"shutdown_failed"`
+	// FailoverTook is the time from closing the active controller's
+	// voter to another voter being active; FailoverProduces and
+	// FailoverFailed count the produces meanwhile (and for a second
+	// after), FailoverGap is the longest any partition went without a
+	// successful produce in that time.
+	FailoverTook     time.Duration `json:"failover_took"`
+	FailoverProduces int           `json:"failover_produces"`
+	FailoverFailed   int           `json:"failover_failed"`
+	FailoverGap      time.Duration `json:"failover_gap"`
 }
 
 // dataCluster is the scenario's nodes.
 type dataCluster struct {
-	voter   *server.Server
+	voters  map[int32]*server.Server
 	brokers map[int32]*server.Server
 }
 
@@ -62,7 +71,20 @@ func (c *dataCluster) close() {
 	for _, b := range c.brokers {
 		_ = b.Close()
 	}
-	_ = c.voter.Close()
+	for _, v := range c.voters {
+		_ = v.Close()
+	}
+}
+
+// active returns the id of the voter that is the active controller, 0
+// for none.
+func (c *dataCluster) active() int32 {
+	for id, v := range c.voters {
+		if ok, _ := v.Node.Controller.Active(); ok {
+			return id
+		}
+	}
+	return 0
 }
 
 // leaders maps each partition of topic to the broker whose agent leads it.
@@ -78,7 +100,9 @@ func (c *dataCluster) leaders(topic string) map[int32]int32 {
 	return out
 }
 
-// RunData runs the data path's scenarios: a broker leading partitions is
+// RunData runs the data path's scenarios: the active controller's voter
+// is closed and the produces that fail meanwhile are counted; a broker
+// leading partitions is
 // killed (closed at once: its connections reset and its port refuses new
 // ones, as after kill -9 of its process) and the time until each
 // partition it led takes an acks=all produce again is measured; then
@@ -108,34 +132,47 @@ func RunData(ctx context.Context, cfg DataConfig) (*DataReport, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	addrs, err := freeAddrs(5)
+	addrs, err := lowAddrs(9)
 	if err != nil {
 		return nil, err
 	}
-	peers := []server.VoterPeer{{ID: 1001, Raft: addrs[0], Listener: addrs[1]}}
-	c := &dataCluster{brokers: map[int32]*server.Server{}}
-	if _, err := server.FormatVoters("", peers, map[int32]string{1001: filepath.Join(dir, "voter")}); err != nil {
-		return nil, err
+	var peers []server.VoterPeer
+	dirs := map[int32]string{}
+	for i := 0; i < 3; i++ {
+		id := int32(1001 + i)
+		peers = append(peers, server.VoterPeer{ID: id, Raft: addrs[2*i], Listener: addrs[2*i+1]})
+		dirs[id] = filepath.Join(dir, fmt.Sprintf("voter-%d", id))
 	}
-	c.voter, err = server.Start(server.Config{NodeID: 1001, Voter: true, RaftAddr: addrs[0], Listener: addrs[1], Voters: peers,
-		DataDir: filepath.Join(dir, "voter"), SessionTimeout: cfg.SessionTimeout, Logger: cfg.Logger.Named("voter")})
-	if err != nil {
+	c := &dataCluster{voters: map[int32]*server.Server{}, brokers: map[int32]*server.Server{}}
+	if _, err := server.FormatVoters("", peers, dirs); err != nil {
 		return nil, err
 	}
 	defer c.close()
+	for _, vp := range peers {
+		v, err := server.Start(server.Config{NodeID: vp.ID, Voter: true, RaftAddr: vp.Raft, Listener: vp.Listener, Voters: peers,
+			DataDir: dirs[vp.ID], SessionTimeout: cfg.SessionTimeout, Logger: cfg.Logger.Named(fmt.Sprintf("voter-%d", vp.ID))})
+		if err != nil {
+			return nil, err
+		}
+		c.voters[vp.ID] = v
+	}
 	var seeds []string
 	for i := int32(1); i <= 3; i++ {
-		b, err := server.Start(server.Config{NodeID: i, Broker: true, BrokerID: i, BrokerListener: addrs[1+i], Voters: peers,
+		b, err := server.Start(server.Config{NodeID: i, Broker: true, BrokerID: i, BrokerListener: addrs[5+i], Voters: peers,
 			HeartbeatInterval: min(cfg.SessionTimeout/4, 2*time.Second), Logger: cfg.Logger.Named(fmt.Sprintf("broker-%d", i)),
 			BrokerData: server.BrokerData{Dir: filepath.Join(dir, fmt.Sprintf("broker-%d", i))}})
 		if err != nil {
 			return nil, err
 		}
 		c.brokers[i] = b
-		seeds = append(seeds, addrs[1+i])
+		seeds = append(seeds, addrs[5+i])
 	}
 	progress("data: three brokers with data, topic of %d partitions, a producer per partition (acks=all)", cfg.Partitions)
-	admin, err := kgo.NewClient(kgo.SeedBrokers(peers[0].Listener))
+	var listeners []string
+	for _, vp := range peers {
+		listeners = append(listeners, vp.Listener)
+	}
+	admin, err := kgo.NewClient(kgo.SeedBrokers(listeners...))
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +256,46 @@ func RunData(ctx context.Context, cfg DataConfig) (*DataReport, error) {
 	}
 
 	rep := &DataReport{SessionTimeout: cfg.SessionTimeout}
+	// window counts the produces that completed in [from, until) and
+	// those that failed, and the longest time any partition went
+	// without a successful produce.
+	window := func(from, until time.Time) (produces, failures int, gap time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		for p := int32(0); p < int32(cfg.Partitions); p++ {
+			last := from
+			for _, d := range done[p] {
+				if d.After(from) && d.Before(until) {
+					produces++
+					gap = max(gap, d.Sub(last))
+					last = d
+				}
+			}
+			gap = max(gap, until.Sub(last))
+			for _, f := range failed[p] {
+				if f.After(from) && f.Before(until) {
+					failures++
+					produces++
+				}
+			}
+		}
+		return produces, failures, gap
+	}
+
+	var ctrl int32
+	for ctrl = c.active(); ctrl == 0; ctrl = c.active() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	progress("data: closing voter %d, the active controller", ctrl)
+	from := time.Now()
+	_ = c.voters[ctrl].Close()
+	delete(c.voters, ctrl)
+	for c.active() == 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rep.FailoverTook = time.Since(from)
+	time.Sleep(time.Second)
+	rep.FailoverProduces, rep.FailoverFailed, rep.FailoverGap = window(from, time.Now())
 	led := func(b int32) []int32 {
 		var out []int32
 		for p, l := range c.leaders(topic) {
@@ -258,7 +335,7 @@ func RunData(ctx context.Context, cfg DataConfig) (*DataReport, error) {
 	}
 	rep.ShutdownLed = len(led(target))
 	progress("data: controlled shutdown of broker %d, leader of %d partitions", target, rep.ShutdownLed)
-	from := time.Now()
+	from = time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.SessionTimeout+30*time.Second)
 	err = c.brokers[target].Stop(sctx)
 	cancel()
@@ -267,22 +344,7 @@ func RunData(ctx context.Context, cfg DataConfig) (*DataReport, error) {
 		return nil, fmt.Errorf("controlled shutdown of broker %d: %w", target, err)
 	}
 	time.Sleep(time.Second)
-	until := time.Now()
-	mu.Lock()
-	for p := range done {
-		for _, d := range done[p] {
-			if d.After(from) && d.Before(until) {
-				rep.ShutdownProduces++
-			}
-		}
-		for _, f := range failed[p] {
-			if f.After(from) && f.Before(until) {
-				rep.ShutdownFailed++
-				rep.ShutdownProduces++
-			}
-		}
-	}
-	mu.Unlock()
+	rep.ShutdownProduces, rep.ShutdownFailed, _ = window(from, time.Now())
 	return rep, nil
 }
 
@@ -303,4 +365,6 @@ func (r *DataReport) WriteTable(w io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintf(w, "controlled shutdown of a broker leading %d partitions: %d of %d produces failed\n",
 		r.ShutdownLed, r.ShutdownFailed, r.ShutdownProduces)
+	fmt.Fprintf(w, "controller failover (new active controller after %v): %d of %d produces failed, longest gap on a partition %v\n",
+		r.FailoverTook.Round(time.Millisecond), r.FailoverFailed, r.FailoverProduces, r.FailoverGap.Round(time.Millisecond))
 }

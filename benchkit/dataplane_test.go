@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// TestRunData runs the data path's scenarios small: every partition the
-// killed broker led takes a produce again, and a controlled shutdown
-// fails no produce (the producer's retries carry it to the new leaders).
+// TestRunData runs the data path's scenarios small: a controller failover
+// fails no produce, every partition the killed broker led takes a produce
+// again, and a controlled shutdown fails no produce (the producer's
+// retries carry it to the new leaders).
 func TestRunData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a cluster")
@@ -25,6 +26,11 @@ func TestRunData(t *testing.T) {
 	}
 	if rep.ShutdownProduces == 0 || rep.ShutdownFailed != 0 {
 		t.Fatalf("controlled shutdown: %d of %d produces failed", rep.ShutdownFailed, rep.ShutdownProduces)
+	}
+	// The data path does not go through the controller: its failover
+	// fails no produce.
+	if rep.FailoverProduces == 0 || rep.FailoverFailed != 0 {
+		t.Fatalf("controller failover: %d of %d produces failed", rep.FailoverFailed, rep.FailoverProduces)
 	}
 	var b strings.Builder
 	rep.WriteTable(&b)

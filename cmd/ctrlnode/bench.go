@@ -29,7 +29,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("failover-rounds", 5, "failovers per cluster")
 	floor := fs.Int("floor-samples", 50, "sequential raw raft commits the floor is the median of")
 	runs := fs.Int("runs", 1, "fresh clusters per scenario; figures are medians over them")
-	data := fs.Bool("data", false, "measure the data path instead of the scenarios: three brokers with real data, a broker killed (time to the first acks=all produce to each partition it led) and one stopped by a controlled shutdown (produces failed)")
+	data := fs.Bool("data", false, "measure the data path instead of the scenarios: three brokers with real data through a controller failover (produces failed), a broker killed (time to the first acks=all produce to each partition it led) and one stopped by a controlled shutdown (produces failed)")
 	membership := fs.Bool("membership", false, "measure adding a voter (snapshot install included) and removing one at each --partitions size, instead of the scenarios")
 	quick := fs.Bool("quick", false, "a small run for a smoke test: 1000 partitions, 200 topics, 2 failovers")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
@@ -58,11 +58,12 @@ each image size N on a fresh cluster: adding a fourth voter from an empty
 directory (the leader has just snapshotted and kept no log, so the node
 installs the whole image, then catches up and is promoted), and removing it.
 
-With --data it measures the data path instead, on one voter and three
-brokers with real data: the time from a broker's kill to the first acks=all
-produce that succeeds on each partition it led, beside the session
-timeout, and the produces that fail while another broker goes through a
-controlled shutdown.
+With --data it measures the data path instead, on three voters and three
+brokers with real data: the produces that fail while the active
+controller's voter goes away, the time from a broker's kill to the first
+acks=all produce that succeeds on each partition it led, beside the
+session timeout, and the produces that fail while another broker goes
+through a controlled shutdown.
 
 With --log-store all (or a list of stores) it compares raft log stores
 instead, in one run on one disk: a three-voter cluster per store, loaded in
