@@ -32,6 +32,11 @@ type cluster struct {
 	cl    *kgo.Client
 	rng   *lockedRand
 	disks *disks // nil unless the run has the power-loss nemesis
+	// layout and dataDir are where the voters listen and keep their
+	// data, for the replace-voter nemesis (replace_test.go).
+	layout  layout
+	dataDir string
+	replace replacements
 }
 
 var _ nemesis.Cluster = (*cluster)(nil)
@@ -364,7 +369,7 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 	}
 	defer stopBackground()
 
-	c := &cluster{procs: ps, net: netw, col: col, cl: reader, rng: rng, disks: dk}
+	c := &cluster{procs: ps, net: netw, col: col, cl: reader, rng: rng, disks: dk, layout: l, dataDir: dataDir}
 	runner := &nemesis.Runner{Cluster: c, Timeline: timeline, Hosts: cfg.Voters, Logf: t.Logf}
 	names := topicNames{Start: rec.Now(), Every: 10 * time.Second, Width: 6, Step: 2}
 	var workers []*worker

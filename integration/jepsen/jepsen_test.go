@@ -30,7 +30,7 @@ import (
 var (
 	flagDuration = flag.Duration("duration", 45*time.Second, "how long the workload and the nemesis run")
 	flagSeed     = flag.Uint64("seed", 0, "the schedule's seed; 0 picks one and prints it")
-	flagNemesis  = flag.String("nemesis", "all", "nemeses, comma-separated: kill, pause, partition-leader, partition-majority-minority, partition-one-way, partition-bridge, broker-crash, heartbeat-flap, power-loss, or the groups all, none, process, partition, broker")
+	flagNemesis  = flag.String("nemesis", "all", "nemeses, comma-separated: kill, pause, partition-leader, partition-majority-minority, partition-one-way, partition-bridge, broker-crash, heartbeat-flap, power-loss, replace-voter, or the groups all, none, process, partition, broker")
 	flagReport   = flag.String("report", filepath.Join(os.TempDir(), "ctrlquorum-jepsen"), "folder under which each run writes its report folder")
 )
 

@@ -91,6 +91,14 @@ type Cluster interface {
 	// again on what survived and restarts the voter.
 	PowerLoss(ctx context.Context, host int, keepPrefix bool, seed uint64) (report string, err error)
 	PowerRestore(ctx context.Context, host int) error
+	// WipeDisk kills host's voter -9, wipes its data directory, formats
+	// it again to join the quorum (a new directory id) and starts it; the
+	// report names both directory ids and whether the node logged that
+	// it was refused as the voter it was. ReplaceVoter removes host's
+	// voter of the directory before the wipe and adds the node under its
+	// new directory id.
+	WipeDisk(ctx context.Context, host int) (report string, err error)
+	ReplaceVoter(ctx context.Context, host int) error
 }
 
 // Runner applies a schedule.
@@ -172,6 +180,10 @@ func (r *Runner) apply(ctx context.Context, f Fault, healAt time.Time) {
 		var report string
 		report, err = c.PowerLoss(ctx, f.Hosts[0], f.KeepPrefix, f.CutSeed)
 		detail = fmt.Sprintf("cut the power of the disk of the voter on %s (%s, seed %d), kill -9 it: %s", HostIP(f.Hosts[0]), f.CutMode(), f.CutSeed, report)
+	case ReplaceVoter:
+		var report string
+		report, err = c.WipeDisk(ctx, f.Hosts[0])
+		detail = fmt.Sprintf("kill -9 the voter on %s, wipe its data directory, format it again and start it: %s", HostIP(f.Hosts[0]), report)
 	case PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge:
 		cs := make([]string, len(f.Cuts))
 		for i, x := range f.Cuts {
@@ -204,6 +216,8 @@ func (r *Runner) apply(ctx context.Context, f Fault, healAt time.Time) {
 		detail, err = "SIGCONT the voter", c.Resume(hctx, f.Hosts[0])
 	case PowerLoss:
 		detail, err = "mount the disk again on what survived, restart the voter", c.PowerRestore(hctx, f.Hosts[0])
+	case ReplaceVoter:
+		detail, err = "remove the voter of the old directory, add the node under its new one", c.ReplaceVoter(hctx, f.Hosts[0])
 	case PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge:
 		detail, err = "remove every drop rule", c.Heal(hctx)
 	case BrokerCrash:

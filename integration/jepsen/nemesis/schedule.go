@@ -51,10 +51,16 @@ const (
 	// it kept) and kill -9 the voter; at the heal the disk is mounted
 	// again on what survived and the voter restarted.
 	PowerLoss Kind = "power-loss"
+	// ReplaceVoter: a voter's disk is lost: kill -9 the voter, wipe its
+	// data directory, format it again (a new directory id) and start it;
+	// the quorum must refuse it as the voter it was. At the heal the
+	// voter of the old directory is removed and the node added under its
+	// new one, through the membership API (RemoveRaftVoter, AddRaftVoter).
+	ReplaceVoter Kind = "replace-voter"
 )
 
 // AllKinds is every kind, in a fixed order.
-var AllKinds = []Kind{Kill, Pause, PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge, BrokerCrash, HeartbeatFlap, PowerLoss}
+var AllKinds = []Kind{Kill, Pause, PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge, BrokerCrash, HeartbeatFlap, PowerLoss, ReplaceVoter}
 
 // Network reports whether the kind needs the network namespace and
 // iptables (root).
@@ -76,7 +82,7 @@ func (k Kind) Broker() bool { return k == BrokerCrash || k == HeartbeatFlap }
 var groups = map[string][]Kind{
 	"all":       AllKinds,
 	"none":      nil,
-	"process":   {Kill, Pause, PowerLoss},
+	"process":   {Kill, Pause, PowerLoss, ReplaceVoter},
 	"partition": {PartitionLeader, PartitionMajority, PartitionOneWay, PartitionBridge},
 	"broker":    {BrokerCrash, HeartbeatFlap},
 }
@@ -207,7 +213,7 @@ func (f Fault) Resolve(leader, hosts int) Fault {
 		}
 	}
 	switch f.Kind {
-	case Kill, Pause, PowerLoss:
+	case Kill, Pause, PowerLoss, ReplaceVoter:
 		f.Hosts = []int{leader}
 	case PartitionLeader:
 		f.Hosts = []int{leader}
@@ -334,7 +340,7 @@ func Generate(cfg Config) ([]Fault, error) {
 		shuffled := slices.Clone(hosts)
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 		switch f.Kind {
-		case Kill, Pause, PowerLoss:
+		case Kill, Pause, PowerLoss, ReplaceVoter:
 			// Half the time the active controller, to force a failover.
 			if rng.IntN(2) == 0 {
 				f.Leader = true

@@ -30,14 +30,14 @@ func TestParseKinds(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	kept, dropped := WithoutNetwork(AllKinds)
-	if !reflect.DeepEqual(kept, []Kind{Kill, Pause, BrokerCrash, HeartbeatFlap, PowerLoss}) || len(dropped) != 4 {
+	if !reflect.DeepEqual(kept, []Kind{Kill, Pause, BrokerCrash, HeartbeatFlap, PowerLoss, ReplaceVoter}) || len(dropped) != 4 {
 		t.Fatalf("kept %v dropped %v", kept, dropped)
 	}
 	kept, dropped = WithoutDisk(AllKinds)
 	if slices.Contains(kept, PowerLoss) || !reflect.DeepEqual(dropped, []Kind{PowerLoss}) {
 		t.Fatalf("kept %v dropped %v", kept, dropped)
 	}
-	if got, err := ParseKinds("process"); err != nil || !reflect.DeepEqual(got, []Kind{Kill, Pause, PowerLoss}) {
+	if got, err := ParseKinds("process"); err != nil || !reflect.DeepEqual(got, []Kind{Kill, Pause, PowerLoss, ReplaceVoter}) {
 		t.Fatalf("process = %v, %v", got, err)
 	}
 }
@@ -155,7 +155,7 @@ func checkFault(t *testing.T, f Fault) {
 		}
 	}
 	switch f.Kind {
-	case Kill, Pause, PowerLoss:
+	case Kill, Pause, PowerLoss, ReplaceVoter:
 		if len(f.Hosts) != 1 || len(f.Cuts) != 0 {
 			t.Fatalf("%v: want one host, no cuts", f)
 		}
@@ -285,6 +285,12 @@ func (c *fakeCluster) PowerLoss(_ context.Context, h int, keepPrefix bool, seed 
 func (c *fakeCluster) PowerRestore(_ context.Context, h int) error {
 	return c.call(fmt.Sprint("power restore ", h))
 }
+func (c *fakeCluster) WipeDisk(_ context.Context, h int) (string, error) {
+	return "refused", c.call(fmt.Sprint("wipe ", h))
+}
+func (c *fakeCluster) ReplaceVoter(_ context.Context, h int) error {
+	return c.call(fmt.Sprint("replace ", h))
+}
 func (c *fakeCluster) SetHeartbeats(_ context.Context, id int, on bool) error {
 	return c.call(fmt.Sprint("heartbeats ", id, " ", on))
 }
@@ -393,6 +399,24 @@ func TestRunnerPowerLoss(t *testing.T) {
 	text := tl.Text()
 	if !strings.Contains(text, "cut the power of the disk of the voter on 127.0.0.3 (keep-prefix, seed 77), kill -9 it: cut") ||
 		!strings.Contains(text, "mount the disk again on what survived, restart the voter") {
+		t.Fatalf("timeline:\n%s", text)
+	}
+}
+
+func TestRunnerReplaceVoter(t *testing.T) {
+	schedule := []Fault{{ID: 1, Kind: ReplaceVoter, Leader: true, For: 5 * time.Millisecond}}
+	fc := &fakeCluster{leader: 2}
+	tl := NewTimeline(nil, nil)
+	r := &Runner{Cluster: fc, Timeline: tl}
+	if err := r.Run(context.Background(), schedule); err != nil {
+		t.Fatal(err)
+	}
+	if calls, want := fc.Calls(), []string{"leader", "wipe 2", "replace 2"}; !reflect.DeepEqual(calls, want) {
+		t.Fatalf("calls = %q, want %q", calls, want)
+	}
+	text := tl.Text()
+	if !strings.Contains(text, "kill -9 the voter on 127.0.0.2, wipe its data directory, format it again and start it: refused") ||
+		!strings.Contains(text, "remove the voter of the old directory, add the node under its new one") {
 		t.Fatalf("timeline:\n%s", text)
 	}
 }
