@@ -32,7 +32,9 @@ const RaftEndpoint = "RAFT"
 // taken out again), DUPLICATE_VOTER for an id that is a voter already,
 // INVALID_REQUEST for a request without a directory id or without both
 // endpoints, INCONSISTENT_CLUSTER_ID, NOT_CONTROLLER from a standby that
-// cannot forward it.
+// cannot forward it. The answer always waits for the commit, as v1's
+// AckWhenCommitted asks by default: a voter change is acknowledged only
+// once it holds.
 func (l *Listener) addRaftVoter(ctx context.Context, c *kafkawire.Conn, req *kmsg.AddRaftVoterRequest) *kmsg.AddRaftVoterResponse {
 	resp := req.ResponseKind().(*kmsg.AddRaftVoterResponse)
 	fail := func(err error) *kmsg.AddRaftVoterResponse {
