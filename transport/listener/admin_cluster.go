@@ -2,6 +2,8 @@ package listener
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -222,6 +224,22 @@ func (l *Listener) describeQuorum(ctx context.Context, c *kafkawire.Conn, req *k
 
 // probeFollower fills a follower's replica state from its own answer.
 func (l *Listener) probeFollower(ctx context.Context, p PeerListener, hw uint64, st *kmsg.DescribeQuorumResponseTopicPartitionReplicaState) {
+	own, err := l.probe(ctx, p)
+	if err != nil {
+		l.log.Debug("quorum probe failed", "voter", p.NodeID, "error", err)
+		return
+	}
+	st.LogEndOffset = own.LogEndOffset
+	st.LastFetchTimestamp = own.LastFetchTimestamp
+	if own.LogEndOffset >= int64(hw) {
+		st.LastCaughtUpTimestamp = own.LastFetchTimestamp
+	}
+}
+
+// probe asks the node at p for its own replica state (quorumProbeAnswer),
+// within PeerTimeout, and checks that it answers as node p.NodeID.
+func (l *Listener) probe(ctx context.Context, p PeerListener) (kmsg.DescribeQuorumResponseTopicPartitionReplicaState, error) {
+	var own kmsg.DescribeQuorumResponseTopicPartitionReplicaState
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.PeerTimeout)
 	defer cancel()
 	req := kmsg.NewPtrDescribeQuorumRequest()
@@ -232,22 +250,17 @@ func (l *Listener) probeFollower(ctx context.Context, p PeerListener, hw uint64,
 	req.Topics = append(req.Topics, rt)
 	resp, err := l.callVoter(ctx, p, probeClientID, req)
 	if err != nil {
-		l.log.Debug("quorum probe failed", "voter", p.NodeID, "error", err)
-		return
+		return own, err
 	}
 	qr := resp.(*kmsg.DescribeQuorumResponse)
 	if len(qr.Topics) != 1 || len(qr.Topics[0].Partitions) != 1 || len(qr.Topics[0].Partitions[0].CurrentVoters) != 1 {
-		return
+		return own, errors.New("the node's answer describes no replica")
 	}
-	own := qr.Topics[0].Partitions[0].CurrentVoters[0]
+	own = qr.Topics[0].Partitions[0].CurrentVoters[0]
 	if own.ReplicaID != p.NodeID {
-		return
+		return own, fmt.Errorf("the node at %s is node %d, not node %d", p.addr(), own.ReplicaID, p.NodeID)
 	}
-	st.LogEndOffset = own.LogEndOffset
-	st.LastFetchTimestamp = own.LastFetchTimestamp
-	if own.LogEndOffset >= int64(hw) {
-		st.LastCaughtUpTimestamp = own.LastFetchTimestamp
-	}
+	return own, nil
 }
 
 // quorumProbeAnswer is a voter's own raft state for the active voter's

@@ -168,26 +168,12 @@ func (l *Listener) newVoterAddress(req *kmsg.AddRaftVoterRequest) (raftnet.PeerA
 // DescribeQuorum, and checks that it is the node and directory being
 // added: another process at that address must not be taken for it.
 func (l *Listener) logEndOf(ctx context.Context, p PeerListener, dir [16]byte) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.PeerTimeout)
-	defer cancel()
-	req := kmsg.NewPtrDescribeQuorumRequest()
-	req.SetVersion(req.MaxVersion())
-	rt := kmsg.NewDescribeQuorumRequestTopic()
-	rt.Topic = metadataTopic
-	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
-	req.Topics = append(req.Topics, rt)
-	resp, err := l.callVoter(ctx, p, probeClientID, req)
+	own, err := l.probe(ctx, p)
 	if err != nil {
 		return 0, err
 	}
-	qr := resp.(*kmsg.DescribeQuorumResponse)
-	if len(qr.Topics) != 1 || len(qr.Topics[0].Partitions) != 1 || len(qr.Topics[0].Partitions[0].CurrentVoters) != 1 {
-		return 0, errors.New("the node's answer describes no replica")
-	}
-	own := qr.Topics[0].Partitions[0].CurrentVoters[0]
-	if own.ReplicaID != p.NodeID || own.ReplicaDirectoryID != dir {
-		return 0, fmt.Errorf("the node at %s is node %d of directory %s, not node %d of directory %s",
-			p.addr(), own.ReplicaID, directoryText(own.ReplicaDirectoryID), p.NodeID, directoryText(dir))
+	if own.ReplicaDirectoryID != dir {
+		return 0, fmt.Errorf("the node at %s is directory %s, not %s", p.addr(), directoryText(own.ReplicaDirectoryID), directoryText(dir))
 	}
 	if own.LogEndOffset < 0 {
 		return 0, nil
