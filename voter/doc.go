@@ -40,6 +40,17 @@
 // TransferLeadership first, which hands leadership to an up-to-date follower
 // and so avoids the election gap.
 //
+// # Membership
+//
+// The leader changes the voter set one change at a time (membership.go):
+// AddVoter adds a node as a non-voter, waits for its log to reach the
+// commit index and promotes it; RemoveVoter removes a voter, handing
+// leadership over first when it is the leader itself. Each voter's
+// address in the configuration names its directory id
+// (raftnet.PeerAddress), and the stream layer refuses connections meant
+// for another directory (Config.DirectoryID), so a node formatted again
+// after a lost disk never takes part as the voter it replaces.
+//
 // # Leadership notifications
 //
 // Raft reports leadership changes on Config.NotifyCh and blocks its own main
