@@ -260,3 +260,47 @@ func firstACLErr(r kadm.CreateACLsResults) error {
 	}
 	return nil
 }
+
+// TestBrokerDescribesItsOwnConfigs: DescribeConfigs of a broker's own
+// resource, sent to that broker, holds its static settings
+// (STATIC_BROKER_CONFIG) under the dynamic configs the controller keeps;
+// another broker's, without static settings, holds the defaults.
+func TestBrokerDescribesItsOwnConfigs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three raft voters and three brokers over TCP")
+	}
+	c := newE2ECluster(t, 2*time.Second)
+	c.static = map[int32]map[string]string{1: {"log.retention.ms": "1000"}}
+	c.active()
+	c.startBrokers(3)
+	adm, _ := c.brokerAdmin()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	entry := func(id int32, name string) kadm.Config {
+		rc, err := adm.DescribeBrokerConfigs(ctx, id)
+		if err != nil || len(rc) != 1 || rc[0].Err != nil {
+			t.Fatalf("describe broker %d: %v %+v", id, err, rc)
+		}
+		for _, cfg := range rc[0].Configs {
+			if cfg.Key == name {
+				return cfg
+			}
+		}
+		t.Fatalf("broker %d's configs have no %s", id, name)
+		return kadm.Config{}
+	}
+	if e := entry(1, "log.retention.ms"); e.MaybeValue() != "1000" || e.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Fatalf("broker 1 log.retention.ms: %q %v", e.MaybeValue(), e.Source)
+	}
+	if e := entry(2, "log.retention.ms"); e.MaybeValue() == "1000" || e.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("broker 2 log.retention.ms: %q %v", e.MaybeValue(), e.Source)
+	}
+	// A dynamic config of broker 1 overrides its static one.
+	r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kmsg.StringPtr("2000")}}, 1)
+	if err != nil || r[0].Err != nil {
+		t.Fatalf("alter broker 1: %v %+v", err, r)
+	}
+	if e := entry(1, "log.retention.ms"); e.MaybeValue() != "2000" || e.Source != kmsg.ConfigSourceDynamicBrokerConfig {
+		t.Fatalf("broker 1 log.retention.ms after a dynamic change: %q %v", e.MaybeValue(), e.Source)
+	}
+}

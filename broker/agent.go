@@ -145,6 +145,11 @@ type Config struct {
 	// Service, if set, serves the embedding broker's own APIs (its data
 	// path) on the agent's listener beside the agent's: see Service.
 	Service Service
+	// StaticConfigs are the broker's static broker configs by Kafka's
+	// names (those set explicitly), which DescribeConfigs of its own
+	// broker resource reports with source STATIC_BROKER_CONFIG where no
+	// dynamic config overrides them. Nil: none.
+	StaticConfigs map[string]string
 }
 
 // Agent is a running broker agent.

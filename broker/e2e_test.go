@@ -41,6 +41,8 @@ type e2eCluster struct {
 	// retired are agents that were stopped: their control logs still
 	// count for the invariants.
 	retired []*broker.Agent
+	// static are the static configs an agent is started with, by id.
+	static map[int32]map[string]string
 }
 
 // lateHandler passes StopReplica outcomes to a controller that is created
@@ -144,7 +146,7 @@ func (c *e2eCluster) active() int {
 func (c *e2eCluster) startAgent(id int32) *broker.Agent {
 	c.t.Helper()
 	a, err := broker.Start(broker.Config{BrokerID: id, Rack: fmt.Sprintf("rack-%d", id), Listener: "127.0.0.1:0", Controllers: c.addrs,
-		HeartbeatInterval: 50 * time.Millisecond, RequestTimeout: 2 * time.Second, Logger: testLogger(c.t)})
+		HeartbeatInterval: 50 * time.Millisecond, RequestTimeout: 2 * time.Second, Logger: testLogger(c.t), StaticConfigs: c.static[id]})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig"
@@ -30,13 +32,11 @@ import (
 // never sees NOT_CONTROLLER from a broker; if no controller took the
 // request in time it gets REQUEST_TIMED_OUT, which it retries.
 //
-// DescribeConfigs of a BROKER resource is forwarded too, for now: the
-// controller's image holds the dynamic broker and cluster-default configs
-// (record type 20), and a broker agent has no copy of them. Kafka answers
-// it at the broker, its static settings overlaid on those; the agent will
-// once the controller's config model describes a broker's configs and the
-// agent has the static settings to overlay (Agent.describeConfigs would
-// take the BROKER resources naming it out of the request here).
+// DescribeConfigs of this broker's own BROKER resource is answered as
+// Kafka answers it, by the broker: the controller describes the resource
+// from its image (the dynamic broker and cluster-default configs, record
+// type 20, which the agent has no copy of), and the agent overlays its
+// static settings (Config.StaticConfigs) with configmodel.OverlayStatic.
 //
 // Forwarded requests go over ForwardConns connections of their own, not
 // the one the agent heartbeats on, so that a slow admin request never
@@ -134,6 +134,9 @@ func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request
 		return nil
 	})
 	if err == nil {
+		if r, ok := req.(*kmsg.DescribeConfigsRequest); ok {
+			a.overlayStatic(r, inner.(*kmsg.DescribeConfigsResponse))
+		}
 		return inner
 	}
 	var ee *kafkaclient.EnvelopeError
@@ -147,4 +150,19 @@ func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request
 	}
 	a.log.Warn("forwarding a request to the controller failed", "api", kmsg.NameForKey(req.Key()), "error", err)
 	return errorAnswer(req, kerr.UnknownServerError.Code, err.Error())
+}
+
+// overlayStatic puts the agent's static settings into the description of
+// its own broker resource in resp.
+func (a *Agent) overlayStatic(req *kmsg.DescribeConfigsRequest, resp *kmsg.DescribeConfigsResponse) {
+	if len(a.cfg.StaticConfigs) == 0 {
+		return
+	}
+	self := strconv.Itoa(int(a.cfg.BrokerID))
+	for i := range resp.Resources {
+		r := &resp.Resources[i]
+		if r.ResourceType == kmsg.ConfigResourceTypeBroker && r.ResourceName == self && r.ErrorCode == 0 {
+			configmodel.OverlayStatic(r.Configs, a.cfg.StaticConfigs)
+		}
+	}
 }

@@ -72,10 +72,11 @@ type Config struct {
 	// SessionTimeout is the broker session timeout; zero means 9 s.
 	SessionTimeout time.Duration
 	ClusterID      string
-	// StaticConfigs are the voter's static broker configs by Kafka's
+	// StaticConfigs are the node's static broker configs by Kafka's
 	// names (auto.leader.rebalance.enable, min.insync.replicas, …), the
 	// STATIC_BROKER_CONFIG level under the dynamic configs in the log;
-	// only those set explicitly (see controller.Config.StaticConfigs).
+	// only those set explicitly (see controller.Config.StaticConfigs). A
+	// broker agent reports them for its own broker resource.
 	StaticConfigs map[string]string
 
 	// Broker role.
@@ -401,7 +402,7 @@ func (s *Server) startBroker() error {
 		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
 		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
 		Host: host, Service: service, Logger: s.log, TLS: cfg.tlsOr(cfg.BrokerListenerTLS), Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
-		Wire: cfg.BrokerListenerLimits.apply,
+		Wire: cfg.BrokerListenerLimits.apply, StaticConfigs: cfg.StaticConfigs,
 	})
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)
