@@ -84,6 +84,7 @@ func (c *Controller) activate(a *activation) error {
 	a.managers = newManagers(c.cfg.NodeID, c.cfg.SessionTimeout)
 	a.managers.replication.stateChanges = stateChangeLog{log: c.log.Named("state.change"), invalid: &c.invalidStateChanges}
 	a.managers.features.bootstrapLevel = c.cfg.BootstrapLevel
+	a.managers.quorum.clusterID = c.cfg.ClusterID
 	ev := c.newEvent("activate", func(m *managers, w *work) (eventOutcome, error) {
 		// A new cluster's level is finalized in its first activation,
 		// decided on the image before this activation's epoch.
@@ -92,6 +93,9 @@ func (c *Controller) activate(a *activation) error {
 		}
 		epoch, err := m.quorum.activate(w)
 		if err != nil {
+			return eventOutcome{}, err
+		}
+		if err := m.quorum.recordClusterID(w); err != nil {
 			return eventOutcome{}, err
 		}
 		res := m.cluster.activate(w)

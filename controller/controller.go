@@ -47,6 +47,10 @@ type Config struct {
 	// (configmodel.Def.Check) before: one that does not parse counts as
 	// Kafka's default.
 	StaticConfigs map[string]string
+	// ClusterID is this node's cluster id (its data directory's, from
+	// ctrlnode format). The active controller records it in a log that
+	// has none, once the level allows the record. Empty: none is written.
+	ClusterID string
 }
 
 func (c *Config) setDefaults() {

@@ -138,7 +138,13 @@ func (c *Controller) UpdateFeatures(ctx context.Context, updates []FeatureUpdate
 		seen[u.Feature] = true
 	}
 	v, _, err := c.submit(ctx, "update-features", func(m *managers, w *work) (eventOutcome, error) {
-		return answer(m.features.update(w, updates, validateOnly, nodes))
+		res, err := m.features.update(w, updates, validateOnly, nodes)
+		if err == nil {
+			// A level raised to where ClusterID may be written records
+			// the cluster id at once, not at the next activation.
+			err = m.quorum.recordClusterID(w)
+		}
+		return answer(res, err)
 	}, nil)
 	if err != nil {
 		return nil, err

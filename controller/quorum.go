@@ -6,12 +6,34 @@ import (
 
 // quorumManager owns the records about the controller quorum itself:
 // the controller epoch, which every activation raises with a
-// ControllerEpoch record and an import may raise further. Feature levels
+// ControllerEpoch record and an import may raise further, and the cluster
+// id, which an activation records once. Feature levels
 // are the featuresManager's (features.go), membership changes raft's (the
 // voter package). It owns no state beyond the image; its handlers return
 // the epoch the loop sends requests under (effects.epoch).
 type quorumManager struct {
 	nodeID int32
+	// clusterID is the id recordClusterID writes (Config.ClusterID).
+	clusterID string
+}
+
+// recordClusterID stages a ClusterID record with this node's cluster id
+// when the image has none and the finalized level allows the record: a
+// new cluster records it in its first activation, one upgraded from the
+// release before in the first activation after its level was raised.
+// Every voter of a cluster was formatted with the same id, or adopted the
+// same from its settings, so which voter writes it does not matter.
+func (m *quorumManager) recordClusterID(w *work) error {
+	im := w.img()
+	rec := &rl.ClusterID{ID: m.clusterID}
+	if m.clusterID == "" || im.ClusterID() != "" || rl.RecordLevel(rec) > im.Features().MetadataLevel() {
+		return nil
+	}
+	if err := w.stageEach(rec); err != nil {
+		return err
+	}
+	w.log.Info("cluster id recorded in the log", "cluster_id", m.clusterID)
+	return nil
 }
 
 // activate stages the next controller epoch, held by this node.

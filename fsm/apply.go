@@ -56,6 +56,8 @@ func applyRecord(im store, idx uint64, r rl.Record) error {
 		return applyBrokerConfig(im, rec)
 	case *rl.FeatureLevel:
 		return applyFeatureLevel(im, idx, rec)
+	case *rl.ClusterID:
+		return applyClusterID(im, rec)
 	case *rl.StateChangeCause:
 		// Nothing in the image: it names the cause of the records after
 		// it for the state-change history.

@@ -145,6 +145,7 @@ type Image struct {
 	sec          *Security
 	bcfg         *BrokerConfigs
 	feats        *Features
+	cluster      string // the recorded cluster id (a ClusterID record), "" before
 	// frozen counts the frozen views (snapshots being written, state
 	// hashes) that may still read topics of an older generation.
 	frozen int

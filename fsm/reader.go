@@ -31,6 +31,8 @@ type Reader interface {
 	BrokerConfigs() *BrokerConfigs
 	// Features returns the finalized feature levels.
 	Features() *Features
+	// ClusterID returns the cluster id the log recorded, "" for none.
+	ClusterID() string
 }
 
 var (

@@ -26,6 +26,7 @@ import (
 //	         (format 3 on) broker config resource count |
 //	         resources (msgpack each: broker name, configs)
 //	         feature count | features (msgpack each) | features epoch
+//	         (format 4 on) cluster id (msgpack string)
 //	trailer: CRC-32C of header and body (4 bytes, big endian)
 //
 // Partitions use a hand-rolled varint form rather than msgpack: they are
@@ -38,10 +39,12 @@ import (
 // any of them, which takes
 // metadata.version 2: an image at level 1 is written in format 2, which
 // the release before feature levels reads, so a voter of that release can
-// still be sent a snapshot during a rolling upgrade.
+// still be sent a snapshot during a rolling upgrade. Format 4 adds the
+// cluster id the log recorded (a ClusterID record, also level 2), and is
+// written only once the image holds one.
 const (
 	snapshotMagic         = "CQSNAP"
-	snapshotFormatVersion = 3
+	snapshotFormatVersion = 4
 	// maxEntryBytes bounds one length-prefixed broker or topic header.
 	maxEntryBytes = 16 << 20
 )
@@ -98,13 +101,17 @@ type frozenImage struct {
 	sec             *Security
 	bcfg            *BrokerConfigs
 	feats           *Features
+	cluster         string
 }
 
-// format is the snapshot format the image is written in: 3 once it holds
-// feature levels, a broker's features or broker configs, which all take
-// metadata.version 2, and 2 before (see
+// format is the snapshot format the image is written in: 4 once it holds a
+// cluster id, 3 once it holds feature levels, a broker's features or
+// broker configs, which all take metadata.version 2, and 2 before (see
 // snapshotFormatVersion).
 func (fr *frozenImage) format() byte {
+	if fr.cluster != "" {
+		return 4
+	}
 	if fr.feats.Recorded() || len(fr.bcfg.Resources()) > 0 {
 		return 3
 	}
@@ -131,6 +138,7 @@ func (im *Image) freeze() *frozenImage {
 		sec:             im.sec,
 		bcfg:            im.bcfg,
 		feats:           im.feats,
+		cluster:         im.cluster,
 	}
 	for _, b := range im.brokers {
 		fr.brokers = append(fr.brokers, b)
@@ -188,7 +196,7 @@ func (c *chunkWriter) msgpack(v any) {
 }
 
 // writeBody writes the canonical body of a frozen image in the given
-// format (2 or 3, fr.format()).
+// format (2 to 4, fr.format()).
 func (fr *frozenImage) writeBody(w io.Writer, format byte) error {
 	c := &chunkWriter{w: w, buf: make([]byte, 0, 128<<10)}
 	c.varint(int64(fr.controllerEpoch))
@@ -226,6 +234,9 @@ func (fr *frozenImage) writeBody(w io.Writer, format byte) error {
 	if format >= 3 {
 		writeBrokerConfigs(c, fr.bcfg)
 		writeFeatures(c, fr.feats)
+	}
+	if format >= 4 {
+		c.msgpack(fr.cluster)
 	}
 	c.flush()
 	return c.err
@@ -461,6 +472,12 @@ func readBody(r *reader) (*Image, error) {
 	if r.err == nil && r.version >= 3 {
 		im.bcfg = readBrokerConfigs(r)
 		im.feats = readFeatures(r)
+	}
+	if r.err == nil && r.version >= 4 {
+		r.msgpack("cluster id", &im.cluster)
+		if r.err == nil && (im.cluster == "" || len(im.cluster) > rl.MaxClusterIDBytes) {
+			r.fail("cluster id of %d bytes", len(im.cluster))
+		}
 	}
 	if r.err != nil {
 		return nil, r.err

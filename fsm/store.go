@@ -47,6 +47,9 @@ type store interface {
 	// a new set (a Features is never changed in place).
 	features() *Features
 	setFeatures(f *Features)
+	// clusterID returns the recorded cluster id ("" for none).
+	clusterID() string
+	setClusterID(id string)
 }
 
 func (im *Image) topic(id rl.TopicID) *Topic {

@@ -51,6 +51,7 @@ type Txn struct {
 	sec     *Security      // nil: the base's
 	bcfg    *BrokerConfigs // nil: the base's
 	feats   *Features      // nil: the base's
+	cluster *string        // nil: the base's
 	records []rl.Record
 	// n counts the staged records as Len does.
 	n int
@@ -211,7 +212,7 @@ func (tx *Txn) absorb(c *Txn) {
 		// The common case of one big event: take its maps as they are.
 		tx.topics, tx.names, tx.brokers, tx.stages = c.topics, c.names, c.brokers, c.stages
 		tx.ctrlSet, tx.ctrl, tx.delta = c.ctrlSet, c.ctrl, c.delta
-		tx.sec, tx.bcfg, tx.feats = c.sec, c.bcfg, c.feats
+		tx.sec, tx.bcfg, tx.feats, tx.cluster = c.sec, c.bcfg, c.feats, c.cluster
 		tx.records = append(tx.records, c.records...)
 		return
 	}
@@ -255,6 +256,9 @@ func (tx *Txn) absorb(c *Txn) {
 	if c.feats != nil {
 		tx.feats = c.feats
 	}
+	if c.cluster != nil {
+		tx.cluster = c.cluster
+	}
 	tx.records = append(tx.records, c.records...)
 }
 
@@ -263,7 +267,7 @@ func (tx *Txn) Empty() bool { return tx.isEmpty() }
 
 func (tx *Txn) isEmpty() bool {
 	return len(tx.topics) == 0 && len(tx.names) == 0 && len(tx.brokers) == 0 && len(tx.stages) == 0 &&
-		!tx.ctrlSet && tx.delta == 0 && tx.sec == nil && tx.bcfg == nil && tx.feats == nil
+		!tx.ctrlSet && tx.delta == 0 && tx.sec == nil && tx.bcfg == nil && tx.feats == nil && tx.cluster == nil
 }
 
 // Records returns the staged records in the order they were applied.

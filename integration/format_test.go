@@ -48,7 +48,8 @@ func formatVoters(t *testing.T, ids, raft, dirs []string) string {
 // message saying what to do, and writes nothing into it; format refuses a
 // directory already formatted unless --ignore-formatted, and a voter list
 // that does not name the node; a formatted standalone node starts, reports
-// the cluster id of its format in quorum status, and restarts on it.
+// the cluster id of its format in quorum status, records it in its log,
+// and restarts on it.
 func TestFormatAndRunRefusals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -121,5 +122,11 @@ func TestFormatAndRunRefusals(t *testing.T) {
 		if _, _, ok := p.find(regexp.MustCompile(`bootstrapping new cluster`)); ok != (round == 0) {
 			t.Fatalf("round %d: bootstrap logged: %v, want %v\n%s", round, ok, round == 0, p.output())
 		}
+	}
+
+	// The cluster id is in the log, once, as the first activation wrote it.
+	r = ctl(t, nil, "log", "dump", "--data-dir", data, "--json", "--no-snapshots")
+	if r.code != 0 || strings.Count(r.stdout, `"type":"ClusterID"`) != 1 || !strings.Contains(r.stdout, `"fields":{"ID":"`+cluster+`"}`) {
+		t.Fatalf("log dump: want one ClusterID record of %s: %v", cluster, r)
 	}
 }

@@ -23,6 +23,7 @@ func sampleRecords() []Record {
 			Features: []FeatureRange{{Name: FeatureMetadataVersion, Min: 1, Max: 2}}},
 		&FeatureLevel{Name: FeatureMetadataVersion, Level: 2},
 		&StateChangeCause{Text: "broker 2 fenced: session expired"},
+		&ClusterID{ID: "MkU3OEVBNTcwNTJENDM2Qg"},
 		&FenceBroker{BrokerID: 3, BrokerEpoch: 42},
 		&UnfenceBroker{BrokerID: 3, BrokerEpoch: 42},
 		&BrokerShutdown{BrokerID: 3, BrokerEpoch: 42},

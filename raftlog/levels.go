@@ -68,6 +68,7 @@ var recordLevels = map[RecordType][]Level{
 	TypeFeatureLevel:          {Level2},
 	TypeBrokerConfig:          {Level2},
 	TypeStateChangeCause:      {Level2},
+	TypeClusterID:             {Level2},
 }
 
 // levelChanges says whether a level changed what is written (records, or
@@ -75,7 +76,7 @@ var recordLevels = map[RecordType][]Level{
 // or snapshots that the lower level's builds cannot read, so it is
 // refused. Every level so far did.
 var levelChanges = map[Level]string{
-	Level2: "FeatureLevel, BrokerConfig and StateChangeCause records, RegisterBroker version 2 and snapshot format 3",
+	Level2: "FeatureLevel, BrokerConfig, StateChangeCause and ClusterID records, RegisterBroker version 2 and snapshot formats 3 and 4",
 }
 
 // LevelChanges returns what level l added to the log, or "" when it added

@@ -57,6 +57,7 @@ var recordTypeNames = map[RecordType]string{
 	TypeFeatureLevel: "FeatureLevel",
 
 	TypeStateChangeCause: "StateChangeCause",
+	TypeClusterID:        "ClusterID",
 }
 
 func (t RecordType) String() string {
@@ -310,6 +311,7 @@ var recordVersions = map[RecordType]uint8{
 	TypeFeatureLevel: 1,
 
 	TypeStateChangeCause: 1,
+	TypeClusterID:        1,
 }
 
 // newRecord returns a zero record of type t, or nil if t is unknown.
@@ -355,6 +357,8 @@ func newRecord(t RecordType) Record {
 		return &BrokerConfig{}
 	case TypeFeatureLevel:
 		return &FeatureLevel{}
+	case TypeClusterID:
+		return &ClusterID{}
 	case TypeStateChangeCause:
 		return &StateChangeCause{}
 	}

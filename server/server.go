@@ -337,9 +337,11 @@ func (s *Server) startVoter() error {
 	n, err := controller.StartNode(controller.NodeConfig{
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdvertise, DataDir: cfg.DataDir,
 		Sender: s.Sender, Logger: s.log, SessionTimeout: cfg.SessionTimeout,
-		Voter:      voterOpts,
-		Controller: func(c *controller.Config) { c.Observer, c.StaticConfigs = observer, cfg.StaticConfigs },
-		FSM:        fsmOpts,
+		Voter: voterOpts,
+		Controller: func(c *controller.Config) {
+			c.Observer, c.StaticConfigs, c.ClusterID = observer, cfg.StaticConfigs, cfg.ClusterID
+		},
+		FSM: fsmOpts,
 	})
 	if err != nil {
 		return err

@@ -68,9 +68,10 @@ func TestTLSCluster(t *testing.T) {
 		return st.Registered && !st.Fenced
 	})
 	// Given no cluster id, the broker took the controllers'.
-	if got, want := b1.Agent.ClusterID(), voters[0].Cfg().ClusterID; got != want || want == "" {
-		t.Fatalf("broker 1 reports cluster id %q; the voters' is %q", got, want)
-	}
+	want := voters[0].Cfg().ClusterID
+	waitFor(t, 10*time.Second, "broker 1 to report the voters' cluster id "+want, func() bool {
+		return want != "" && b1.Agent.ClusterID() == want
+	})
 
 	// An admin client with a client certificate creates a topic through a
 	// voter's listener; the controller delivers it to the broker over TLS.

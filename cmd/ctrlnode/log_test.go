@@ -56,7 +56,7 @@ func TestLogDumpAndVerify(t *testing.T) {
 			t.Fatalf("%s: dump --json of index 3: exit %d, %v: %s", store, code, err, out)
 		}
 		code, out, _ = ctrlnodeRun("log", "verify", "--data-dir", dir)
-		if code != 0 || !strings.Contains(out, "log in "+store+", 22 entries (1 to 22)") || !strings.HasSuffix(out, "ok\n") {
+		if code != 0 || !strings.Contains(out, "log in "+store+", 23 entries (1 to 23)") || !strings.HasSuffix(out, "ok\n") {
 			t.Fatalf("%s: verify: exit %d\n%s", store, code, out)
 		}
 	}

@@ -92,7 +92,7 @@ func (l *Listener) describeCluster(req *kmsg.DescribeClusterRequest) *kmsg.Descr
 			return resp
 		}
 	}
-	resp.ClusterID = l.cfg.ClusterID
+	resp.ClusterID = l.clusterID()
 	controllers := req.Version >= 1 && req.EndpointType == 2
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOps

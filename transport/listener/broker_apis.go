@@ -31,8 +31,8 @@ func (l *Listener) registerBroker(ctx context.Context, req *kmsg.BrokerRegistrat
 	}
 	// An empty id is a broker of a release that sent none unless told one:
 	// accepted, so that a rolling upgrade keeps its brokers registered.
-	if l.cfg.ClusterID != "" && req.ClusterID != "" && req.ClusterID != l.cfg.ClusterID {
-		return 0, kafkaErr(kerr.InconsistentClusterID, "broker %d belongs to cluster %q, this is %q", req.BrokerID, req.ClusterID, l.cfg.ClusterID)
+	if cluster := l.clusterID(); cluster != "" && req.ClusterID != "" && req.ClusterID != cluster {
+		return 0, kafkaErr(kerr.InconsistentClusterID, "broker %d belongs to cluster %q, this is %q", req.BrokerID, req.ClusterID, cluster)
 	}
 	if _, ok := l.peer(req.BrokerID); ok {
 		l.log.Warn("refused a broker registration under a controller voter's id", "broker", req.BrokerID)

@@ -51,8 +51,7 @@ func (l *Listener) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 			resp.Brokers = append(resp.Brokers, b)
 		}
 		resp.ControllerID = ctrl
-		if l.cfg.ClusterID != "" {
-			id := l.cfg.ClusterID
+		if id := l.clusterIDOf(im); id != "" {
 			resp.ClusterID = &id
 		}
 		if req.IncludeClusterAuthorizedOperations && v >= 8 && v <= 10 {

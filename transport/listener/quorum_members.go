@@ -128,8 +128,8 @@ func (l *Listener) removeRaftVoter(ctx context.Context, c *kafkawire.Conn, req *
 
 // checkClusterID refuses a request naming another cluster.
 func (l *Listener) checkClusterID(id *string) error {
-	if id != nil && l.cfg.ClusterID != "" && *id != l.cfg.ClusterID {
-		return kafkaErr(kerr.InconsistentClusterID, "the request names cluster %q, this is %q", *id, l.cfg.ClusterID)
+	if cluster := l.clusterID(); id != nil && cluster != "" && *id != cluster {
+		return kafkaErr(kerr.InconsistentClusterID, "the request names cluster %q, this is %q", *id, cluster)
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func Write(dir string, store rl.LogStore) (Sample, error) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	if _, err := meta.Format(dir, meta.FormatOptions{NodeID: 1, Standalone: addr}); err != nil {
+	if _, err := meta.Format(dir, meta.FormatOptions{NodeID: 1, Standalone: addr, ClusterID: clusterID}); err != nil {
 		return Sample{}, err
 	}
 	f := fsm.New(fsm.Options{})
@@ -101,9 +101,12 @@ func run(v *voter.Voter, f *fsm.FSM) (Sample, error) {
 }
 
 // snapshotAt is the step before which the snapshot is taken.
-const snapshotAt = 13
+const snapshotAt = 14
 
 type applyFunc func(recs ...rl.Record) (uint64, error)
+
+// clusterID is the sample cluster's id.
+const clusterID = "c2FtcGxlLWNsdXN0ZXItaQ"
 
 var (
 	orders = rl.TopicID{0x6f, 0x72, 0x64, 0x65, 0x72, 0x73, 0x40, 0x01, 0x80, 1, 2, 3, 4, 5, 6, 7}
@@ -157,9 +160,10 @@ func steps() []func(applyFunc) (uint64, error) {
 		return out
 	}
 	return []func(applyFunc) (uint64, error){
-		// A new cluster's first activation: its level, its epoch.
+		// A new cluster's first activation: its level, its epoch, its id.
 		one(func() rl.Record { return &rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: rl.LatestLevel} }),
 		one(func() rl.Record { return &rl.ControllerEpoch{Epoch: 1, NodeID: 1} }),
+		one(func() rl.Record { return &rl.ClusterID{ID: clusterID} }),
 		register(1), register(2), register(3),
 		one(func() rl.Record { return &rl.UnfenceBroker{BrokerID: 1, BrokerEpoch: epochs[1]} }),
 		one(func() rl.Record { return &rl.UnfenceBroker{BrokerID: 2, BrokerEpoch: epochs[2]} }),
