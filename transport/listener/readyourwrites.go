@@ -106,7 +106,7 @@ func (l *Listener) askReadIndex(ctx context.Context) (uint64, error) {
 	if id < 0 || id == l.self || !ok {
 		return 0, fmt.Errorf("no other voter is known to be active (active id %d)", id)
 	}
-	resp, err := l.callVoter(ctx, p, readIndexClientID, quorumRequest())
+	resp, err := l.callVoterKept(ctx, p, readIndexClientID, quorumRequest())
 	if err != nil {
 		return 0, err
 	}

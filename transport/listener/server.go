@@ -131,6 +131,9 @@ type Listener struct {
 	warnMu sync.Mutex
 	warned map[string]bool
 
+	// kept are the connections of the read-index round trips.
+	kept keptConns
+
 	superUsers map[string]bool
 	secStats   securityCounters
 	// stop is cancelled by Close; bootstrapDone closes when
@@ -312,6 +315,7 @@ func (l *Listener) NodeID() int32 { return l.self }
 // Close stops accepting, closes every connection and waits for them.
 func (l *Listener) Close() error {
 	l.cancelStop()
+	l.kept.close()
 	<-l.bootstrapDone
 	return l.srv.Close()
 }

@@ -1,0 +1,55 @@
+package listener
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestStandbyReadsAfterActiveRestart: a standby answers Metadata with a
+// topic created through the active controller the moment the creation is
+// answered, over the connection it keeps to the active voter for the
+// read index; after the active voter is stopped and started again (the
+// kept connection broken), a standby again sees each new topic at once.
+func TestStandbyReadsAfterActiveRestart(t *testing.T) {
+	c := newTestCluster(t, clusterOpts{})
+	c.startBrokers(3)
+	c.waitBrokers(3)
+	_, adm := c.admin()
+	ctx := ctxT(t)
+	sees := func(i int, topic string) bool {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := call(ctx, c.listener(i).Addr().String(), "reader", req)
+		if err != nil {
+			t.Fatalf("Metadata at voter %d: %v", c.ids[i], err)
+		}
+		mr := resp.(*kmsg.MetadataResponse)
+		return len(mr.Topics) == 1 && mr.Topics[0].ErrorCode == 0
+	}
+	check := func(round int) {
+		t.Helper()
+		active := c.active(30 * time.Second)
+		for k := range 5 {
+			topic := fmt.Sprintf("ri-%d-%d", round, k)
+			waitFor(t, 30*time.Second, "the creation of "+topic, func() bool {
+				res, err := adm.CreateTopics(ctx, 1, 1, nil, topic)
+				return err == nil && res.Error() == nil
+			})
+			for i := range c.ids {
+				if i != active && !sees(i, topic) {
+					t.Fatalf("round %d: standby %d does not see %s right after its creation was answered", round, c.ids[i], topic)
+				}
+			}
+		}
+	}
+	check(0)
+	a := c.active(30 * time.Second)
+	c.stop(a)
+	c.start(a, nil, nil)
+	check(1)
+}
