@@ -204,6 +204,13 @@ func kadmTopics(ctx context.Context, adm *kadm.Client, r matrixRun) []opResult {
 		if err := wantConfig(m, "retention.ms", "3600000", kmsg.ConfigSourceDynamicTopicConfig); err != nil {
 			return err
 		}
+		// kadm asks for synonyms: the topic's own value first, then what
+		// it would fall back to, down to the default.
+		syn := m["retention.ms"].Synonyms
+		if len(syn) < 2 || syn[0].Source != kmsg.ConfigSourceDynamicTopicConfig ||
+			syn[len(syn)-1].Source != kmsg.ConfigSourceDefaultConfig {
+			return fmt.Errorf("retention.ms synonyms %+v: want the topic's value first and the default last", syn)
+		}
 		// Every topic config, defaults included, as Kafka answers.
 		return wantConfig(m, "cleanup.policy", "delete", kmsg.ConfigSourceDefaultConfig)
 	})
