@@ -116,7 +116,7 @@ func kafkajsClient() matrixClient {
 	return matrixClient{
 		name: "kafkajs",
 		offers: []string{opDescribeCluster, opCreateTopics, opListTopics, opDescribeTopics, opAddPartitions,
-			opDescribeTopicConfigs, opAlterTopicLegacy, opReassignStart, opReassignList, opDeleteTopics,
+			opDescribeTopicConfigs, opAlterTopicLegacy, opReassignStart, opReassignList, opProduce, opConsume, opDeleteTopics,
 			opCreateACLs, opDescribeACLs, opDeleteACLs, opDescribeBroker, opAlterBrokerLegacy,
 			opLoginSCRAM256, opLoginSCRAM512, opWrongPasswordSCRA256, opWrongPasswordSCRAM, opLoginPlain, opWrongPasswordPlain, opNoLogin},
 		need: func(t *testing.T) {
@@ -138,7 +138,7 @@ func kafkajsClient() matrixClient {
 func kcatClient() matrixClient {
 	return matrixClient{
 		name: "kcat",
-		offers: []string{opDescribeCluster, opListTopics, opDescribeTopics,
+		offers: []string{opDescribeCluster, opListTopics, opDescribeTopics, opProduce, opConsume,
 			opLoginSCRAM256, opLoginSCRAM512, opWrongPasswordSCRA256, opWrongPasswordSCRAM, opLoginPlain, opWrongPasswordPlain, opNoLogin},
 		need: func(t *testing.T) {
 			_, err := exec.LookPath("kcat")
@@ -318,5 +318,38 @@ func runKcat(ctx context.Context, _ *testing.T, r matrixRun) []opResult {
 	}
 	rs.do(opListTopics, func() error { return check() })
 	rs.do(opDescribeTopics, func() error { return check("-t", topic) })
+	rs.do(opProduce, func() error {
+		if setupErr != nil {
+			return setupErr
+		}
+		cmd := exec.CommandContext(ctx, "kcat", "-P", "-b", r.Bootstrap, "-t", topic, "-p", "0", "-X", "acks=all")
+		cmd.Stdin = strings.NewReader(r.Prefix + "\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kcat -P: %v: %s", err, lastLines(string(out), 3))
+		}
+		return nil
+	})
+	rs.do(opConsume, func() error {
+		if setupErr != nil {
+			return setupErr
+		}
+		cmd := exec.CommandContext(ctx, "kcat", "-C", "-b", r.Bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-c", "1", "-e", "-J")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("kcat -C: %v: %s", err, lastLines(errb.String(), 3))
+		}
+		var m struct {
+			Offset  int64  `json:"offset"`
+			Payload string `json:"payload"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			return fmt.Errorf("kcat -C printed %q: %v", out.String(), err)
+		}
+		if m.Payload != r.Prefix || m.Offset != 0 {
+			return fmt.Errorf("first record %q at offset %d, want %q at 0", m.Payload, m.Offset, r.Prefix)
+		}
+		return nil
+	})
 	return rs
 }

@@ -318,6 +318,8 @@ func kadmTopics(ctx context.Context, adm *kadm.Client, r matrixRun) []opResult {
 		}
 		return wantNoReassignment(res[b][0].Err)
 	})
+	rs.do(opProduce, func() error { return kgoProduce(ctx, r, a, r.Prefix) })
+	rs.do(opConsume, func() error { return kgoConsume(ctx, r, a, r.Prefix) })
 	rs.do(opDeleteTopics, func() error {
 		res, err := adm.DeleteTopics(ctx, a, b)
 		if err != nil {
@@ -336,6 +338,56 @@ func kadmTopics(ctx context.Context, adm *kadm.Client, r matrixRun) []opResult {
 		return nil
 	})
 	return rs
+}
+
+// kgoProduce produces value to partition 0 of topic with franz-go's
+// client, acknowledged by all in-sync replicas.
+func kgoProduce(ctx context.Context, r matrixRun, topic, value string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.Bootstrap), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(5))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res := cl.ProduceSync(pctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(value)})
+	rec, err := res.First()
+	if err != nil {
+		return err
+	}
+	if rec.Offset != 0 {
+		return fmt.Errorf("produced at offset %d of an empty partition", rec.Offset)
+	}
+	return nil
+}
+
+// kgoConsume reads partition 0 of topic from its start, without a
+// group, and checks its first record is value.
+func kgoConsume(ctx context.Context, r matrixRun, topic, value string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.Bootstrap),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(cctx)
+		if err := cctx.Err(); err != nil {
+			return fmt.Errorf("no record in 30s: %w", err)
+		}
+		for _, e := range fs.Errors() {
+			return fmt.Errorf("%s-%d: %w", e.Topic, e.Partition, e.Err)
+		}
+		if recs := fs.Records(); len(recs) > 0 {
+			if got := string(recs[0].Value); got != value || recs[0].Offset != 0 {
+				return fmt.Errorf("first record %q at offset %d, want %q at 0", got, recs[0].Offset, value)
+			}
+			return nil
+		}
+	}
 }
 
 // kadmSecurity runs the ACL and SCRAM user operations.

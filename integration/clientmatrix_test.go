@@ -58,6 +58,8 @@ const (
 	opUpsertSCRAM          = "upsert SCRAM users"
 	opDescribeSCRAM        = "describe SCRAM users"
 	opDeleteSCRAM          = "delete SCRAM users"
+	opProduce              = "produce"
+	opConsume              = "consume"
 	opDeleteTopics         = "delete topics"
 
 	opDescribeBroker       = "describe broker configs"
@@ -97,7 +99,7 @@ var matrixPhases = []string{phaseTopics, phaseSecurity, phaseCluster, phaseLogin
 var phaseOps = map[string][]string{
 	phaseTopics: {opDescribeCluster, opCreateTopics, opListTopics, opDescribeTopics, opAddPartitions,
 		opDescribeTopicConfigs, opAlterTopicIncr, opAlterTopicLegacy, opElectPreferred, opElectUnclean,
-		opReassignStart, opReassignList, opReassignCancel, opDeleteTopics},
+		opReassignStart, opReassignList, opReassignCancel, opProduce, opConsume, opDeleteTopics},
 	phaseSecurity: {opCreateACLs, opDescribeACLs, opDeleteACLs, opUpsertSCRAM, opDescribeSCRAM, opDeleteSCRAM},
 	phaseCluster: {opDescribeBroker, opAlterBrokerIncr, opAlterBrokerLegacy,
 		opDescribeDefault, opAlterDefaultIncr, opAlterDefaultLegacy},
@@ -186,6 +188,8 @@ const (
 	knownBrokerSASL    = "broker agents do not log clients in with SASL (a client bootstrapped at a voter goes on to the brokers its Metadata lists)"
 	knownReadBehind    = "reads behind writes: a node answers before it has applied an acknowledged change"
 	knownBrokerNoLogin = "broker agents of a SASL cluster serve Metadata, with every topic, to a client that has not logged in"
+	knownNoGroups      = "no group coordinator (FindCoordinator, JoinGroup): kafkajs consumes in a consumer group only"
+	knownVoterAsBroker = "a voter's Metadata lists the voters as brokers, and the client sends its InitProducerId (idempotent producer) to one, which serves no broker request"
 )
 
 func init() {
@@ -199,6 +203,8 @@ func init() {
 	logins := slices.DeleteFunc(slices.Clone(phaseOps[phaseLogin]), func(op string) bool { return op == opNoLogin })
 	knownFor(knownBrokerSASL, all, logins, "*")
 	knownFor(knownBrokerNoLogin, all, []string{opNoLogin}, kindBroker)
+	knownFor(knownNoGroups, []string{"kafkajs"}, []string{opConsume}, "*")
+	knownFor(knownVoterAsBroker, []string{"kadm", "kafkajs"}, []string{opProduce, opConsume}, kindVoter)
 }
 
 // knownReason returns why a cell is known not to work, if it is.

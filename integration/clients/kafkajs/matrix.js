@@ -36,6 +36,10 @@ async function step(op, f) {
 }
 
 function newAdmin(mechanism, password) {
+  return newKafka(mechanism, password).admin()
+}
+
+function newKafka(mechanism, password) {
   const cfg = {
     clientId: 'ctrlquorum-matrix-kafkajs',
     brokers: [run.bootstrap],
@@ -54,7 +58,7 @@ function newAdmin(mechanism, password) {
   if (mechanism) {
     cfg.sasl = { mechanism: mechanism.toLowerCase(), username: run.user, password }
   }
-  return new Kafka(cfg).admin()
+  return new Kafka(cfg)
 }
 
 function sorted(xs) {
@@ -183,6 +187,39 @@ async function topics(admin) {
         if ((p.addingReplicas || []).length || (p.removingReplicas || []).length)
           fail(`lists a finished reassignment: ${JSON.stringify(p)}`)
       }
+    }
+  })
+  await step('produce', async () => {
+    const producer = newKafka().producer()
+    await producer.connect()
+    try {
+      const res = await producer.send({ topic: a, acks: -1, messages: [{ partition: 0, value: run.prefix }] })
+      if (res.length !== 1 || res[0].partition !== 0 || res[0].baseOffset !== '0')
+        fail(`produced ${JSON.stringify(res)}, want offset 0 of partition 0`)
+    } finally {
+      await producer.disconnect()
+    }
+  })
+  await step('consume', async () => {
+    // kafkajs consumes in a consumer group only.
+    const consumer = newKafka().consumer({ groupId: run.prefix, retry: { retries: 2 } })
+    try {
+      const got = await Promise.race([
+        (async () => {
+          await consumer.connect()
+          await consumer.subscribe({ topics: [a], fromBeginning: true })
+          return await new Promise((resolve, reject) => {
+            consumer.run({ eachMessage: async ({ partition, message }) => {
+              if (partition === 0) resolve(message)
+            } }).catch(reject)
+          })
+        })(),
+        new Promise((_, reject) => setTimeout(() => reject(new Error('no record in 30s')), 30000)),
+      ])
+      if (got.value.toString() !== run.prefix || got.offset !== '0')
+        fail(`first record ${got.value} at offset ${got.offset}, want ${run.prefix} at 0`)
+    } finally {
+      await consumer.disconnect()
     }
   })
   await step('delete topics', async () => {

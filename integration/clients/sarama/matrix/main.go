@@ -349,6 +349,55 @@ func topics(adm sarama.ClusterAdmin, r run) {
 		}
 		return nil
 	})
+	do("produce", func() error {
+		cfg, err := config(r, "", "", "")
+		if err != nil {
+			return err
+		}
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		cfg.Producer.Partitioner = sarama.NewManualPartitioner
+		p, err := sarama.NewSyncProducer([]string{r.Bootstrap}, cfg)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		part, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: a, Partition: 0, Value: sarama.StringEncoder(r.Prefix)})
+		if err != nil {
+			return err
+		}
+		if part != 0 || off != 0 {
+			return fmt.Errorf("produced to partition %d offset %d, want 0 at 0 of an empty partition", part, off)
+		}
+		return nil
+	})
+	do("consume", func() error {
+		cfg, err := config(r, "", "", "")
+		if err != nil {
+			return err
+		}
+		c, err := sarama.NewConsumer([]string{r.Bootstrap}, cfg)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		pc, err := c.ConsumePartition(a, 0, sarama.OffsetOldest)
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		select {
+		case m := <-pc.Messages():
+			if string(m.Value) != r.Prefix || m.Offset != 0 {
+				return fmt.Errorf("first record %q at offset %d, want %q at 0", m.Value, m.Offset, r.Prefix)
+			}
+			return nil
+		case err := <-pc.Errors():
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("no record in 30s")
+		}
+	})
 	do("delete topics", func() error {
 		for _, t := range []string{a, b} {
 			if err := adm.DeleteTopic(t); err != nil {
