@@ -2,6 +2,8 @@ package listener
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"io"
 	"net"
@@ -10,27 +12,57 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 	"github.com/ctrlquorum/ctrlquorum/transport/sasl"
+	"github.com/ctrlquorum/ctrlquorum/transport/tlsconfig/tlstest"
 )
 
 // TestSASLHandshakeV0: ApiVersions offers SaslHandshake from v0, as Kafka
 // does (librdkafka logs in only where it is offered); after a v0
-// handshake the SCRAM exchange runs as bare size-prefixed tokens, with
-// franz-go's SCRAM client on the other end, and the connection then
-// serves requests as the user; a wrong password closes the connection
-// after the client's final token and counts as a failed login.
+// handshake the exchange runs as bare size-prefixed tokens, with
+// franz-go's SCRAM-SHA-256 client, and its PLAIN client over TLS (whose
+// token is answered with an empty one), on the other end, and the
+// connection then serves requests as the user; a wrong password closes
+// the connection after the client's last token and counts as a failed
+// login.
 func TestSASLHandshakeV0(t *testing.T) {
+	t.Run("SCRAM-SHA-256", func(t *testing.T) {
+		testSASLHandshakeV0(t, sasl.ScramSHA256, func(user, pass string) kgosasl.Mechanism {
+			return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+		}, false)
+	})
+	t.Run("PLAIN over TLS", func(t *testing.T) {
+		testSASLHandshakeV0(t, sasl.Plain, func(user, pass string) kgosasl.Mechanism {
+			return plain.Auth{User: user, Pass: pass}.AsMechanism()
+		}, true)
+	})
+}
+
+func testSASLHandshakeV0(t *testing.T, mechanism string, mech func(user, pass string) kgosasl.Mechanism, overTLS bool) {
+	pki := tlstest.NewPKI(t, "v0 CA")
 	l := singleVoterListenerWith(t, func(cfg *Config) {
 		cfg.Security = SecurityConfig{
-			SASLMechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256},
+			SASLMechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256, sasl.Plain},
 			SuperUsers:     []string{"User:" + adminUser},
 			BootstrapUsers: []BootstrapUser{{Name: adminUser, Password: adminPass, Mechanism: sasl.ScramSHA256}},
 		}
+		if overTLS {
+			cfg.Listener = tls.NewListener(cfg.Listener, pki.Reloader(pki.Voter(1001)).ClientListenerConfig())
+		}
 	})
+	dial := func() (net.Conn, error) { return net.Dial("tcp", l.Addr().String()) }
+	if overTLS {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pki.CA.CertPEM)
+		dial = func() (net.Conn, error) {
+			return tls.Dial("tcp", l.Addr().String(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: "127.0.0.1"})
+		}
+	}
 	waitFor(t, 20*time.Second, "the bootstrap user", func() bool { return len(l.securityState().ScramCredentials(adminUser)) > 0 })
 	addr := l.Addr().String()
 
@@ -51,7 +83,7 @@ func TestSASLHandshakeV0(t *testing.T) {
 		return resp.ReadFrom(frame[4:])
 	}
 	login := func(pass string) (net.Conn, *bufio.Reader, error) {
-		c, err := net.Dial("tcp", addr)
+		c, err := dial()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,12 +106,12 @@ func TestSASLHandshakeV0(t *testing.T) {
 		}
 		hs := kmsg.NewPtrSASLHandshakeRequest()
 		hs.SetVersion(0)
-		hs.Mechanism = sasl.ScramSHA256
+		hs.Mechanism = mechanism
 		hsResp := kmsg.NewPtrSASLHandshakeResponse()
 		if err := roundTrip(c, r, hs, hsResp); err != nil || hsResp.ErrorCode != 0 {
 			t.Fatalf("SaslHandshake v0: %v, error code %d", err, hsResp.ErrorCode)
 		}
-		sess, msg, err := scram.Auth{User: adminUser, Pass: pass}.AsSha256Mechanism().Authenticate(ctxT(t), addr)
+		sess, msg, err := mech(adminUser, pass).Authenticate(ctxT(t), addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +136,7 @@ func TestSASLHandshakeV0(t *testing.T) {
 
 	c, r, err := login(adminPass)
 	if err != nil {
-		t.Fatalf("SCRAM-SHA-256 over SaslHandshake v0: %v", err)
+		t.Fatalf("%s over SaslHandshake v0: %v", mechanism, err)
 	}
 	topics := kmsg.NewPtrCreateTopicsRequest()
 	topics.SetVersion(4)
