@@ -27,10 +27,10 @@ type featuresManager struct {
 
 // bootstrap finalizes metadata.version at the bootstrap level (the latest
 // this build knows unless configured) when the image is that of a new
-// cluster: no controller has been
-// active yet and no level is set. A cluster whose log was written by the
-// release before feature levels has had a controller, and stays at level
-// 1 (no FeatureLevel record) until an operator raises it.
+// cluster: no controller has been active yet, no level is set and nothing
+// else is there. A cluster whose log was written by the release before
+// feature levels has had a controller, and stays at level 1 (no
+// FeatureLevel record) until an operator raises it.
 func (m *featuresManager) bootstrap(w *work) error {
 	im := w.img()
 	if epoch, _ := im.ControllerEpoch(); epoch != 0 || im.Features().Recorded() || !emptyImage(im) {
@@ -40,14 +40,12 @@ func (m *featuresManager) bootstrap(w *work) error {
 	if level == 0 {
 		level = rl.LatestLevel
 	}
-	if level == rl.Level1 {
-		// Level 1 is a log without FeatureLevel records, as the release
-		// before feature levels wrote it.
-		w.log.Info("new cluster: metadata.version finalized", "level", level)
-		return nil
-	}
-	if err := w.stageEach(&rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: level}); err != nil {
-		return err
+	// Level 1 is a log without FeatureLevel records, as the release
+	// before feature levels wrote it.
+	if level > rl.Level1 {
+		if err := w.stageEach(&rl.FeatureLevel{Name: rl.FeatureMetadataVersion, Level: level}); err != nil {
+			return err
+		}
 	}
 	w.log.Info("new cluster: metadata.version finalized", "level", level)
 	return nil
