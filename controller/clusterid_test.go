@@ -32,6 +32,12 @@ func TestRecordClusterID(t *testing.T) {
 	if w := record(fresh); len(w.records()) != 0 {
 		t.Fatalf("recorded twice: %s", recordTypes(w))
 	}
+	// A node formatted for another cluster leaves the recorded id alone
+	// (and says so at ERROR).
+	fresh.m.quorum.clusterID = "Xl9rEOEoRkSAi3lxfHTvIQ"
+	if w := record(fresh); len(w.records()) != 0 || fresh.clusterID() != id {
+		t.Fatalf("a node of another cluster staged %s; the image has %q", recordTypes(w), fresh.clusterID())
+	}
 
 	old := newManagerEnv(t)
 	old.m.quorum.clusterID = id

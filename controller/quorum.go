@@ -26,6 +26,12 @@ type quorumManager struct {
 func (m *quorumManager) recordClusterID(w *work) error {
 	im := w.img()
 	rec := &rl.ClusterID{ID: m.clusterID}
+	if cur := im.ClusterID(); cur != "" && m.clusterID != "" && cur != m.clusterID {
+		// The log is the cluster's record; this node's data directory
+		// was formatted (or adopted) for another cluster.
+		w.log.Error("this node's data directory names another cluster than the one its log records: it was formatted for another cluster; remove it from the quorum and format it again with the recorded cluster id",
+			"node_cluster_id", m.clusterID, "log_cluster_id", cur)
+	}
 	if m.clusterID == "" || im.ClusterID() != "" || rl.RecordLevel(rec) > im.Features().MetadataLevel() {
 		return nil
 	}

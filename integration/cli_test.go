@@ -147,7 +147,9 @@ func TestCommandLineMistakes(t *testing.T) {
 		helps = append(helps, []string{"reassign", sub, "--help"})
 	}
 	helps = append(helps, []string{"brokers", "list", "--help"}, []string{"quorum", "status", "--help"}, []string{"quorum", "replication", "--help"},
-		[]string{"quorum", "describe", "--help"}, []string{"quorum", "add-voter", "--help"}, []string{"quorum", "remove-voter", "--help"})
+		[]string{"quorum", "describe", "--help"}, []string{"quorum", "add-voter", "--help"}, []string{"quorum", "remove-voter", "--help"},
+		[]string{"format", "--help"}, []string{"format", "random-uuid", "--help"},
+		[]string{"log", "--help"}, []string{"log", "dump", "--help"}, []string{"log", "verify", "--help"})
 	for _, h := range helps {
 		r := ctl(t, nil, h...)
 		if r.code != 0 || !strings.Contains(r.stdout, "usage: ctrlnode") {
