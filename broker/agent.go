@@ -130,6 +130,17 @@ type Config struct {
 	// listeners that require SASL (a super user's credentials: it acts
 	// for the cluster). Nil: none.
 	SASL kgosasl.Mechanism
+	// SASLMechanisms, if set, makes clients of the listener log in with
+	// SASL (SCRAM-SHA-256, SCRAM-SHA-512; PLAIN only over TLS) before
+	// anything but ApiVersions, as the voters' listeners require: the
+	// mechanisms the voters offer. The agent relays each login to a voter
+	// (see sasl.go). Empty: no login, clients are who their certificate
+	// says, or anonymous.
+	SASLMechanisms []string
+	// SuperUsers, with SASLMechanisms, are the principals ("User:admin")
+	// whose control requests (LeaderAndIsr, UpdateMetadata, StopReplica)
+	// are served on a connection logged in with SASL: the voters' login.
+	SuperUsers []string
 	// Voters, with TLS, are the voter ids whose certificates may send
 	// control requests and serve the controller listeners; empty: any
 	// certificate that names a voter.
@@ -273,8 +284,14 @@ func Start(cfg Config) (*Agent, error) {
 	a.advHost, a.advPort = host, uint16(port)
 	if cfg.TLS != nil {
 		// Any client with a certificate of the CA may connect (for
-		// Metadata); control requests are checked per request.
-		ln = tls.NewListener(ln, cfg.TLS.ServerConfig(nil))
+		// Metadata); control requests are checked per request. With
+		// SASL, clients without a certificate may connect too, and log
+		// in.
+		tc := cfg.TLS.ServerConfig(nil)
+		if len(cfg.SASLMechanisms) > 0 {
+			tc = cfg.TLS.ClientListenerConfig()
+		}
+		ln = tls.NewListener(ln, tc)
 	}
 	apis := servedAPIs()
 	wc := kafkawire.Config{Handler: a, Logger: a.log.Named("listener"), APIs: apis, MaxFrameBytes: cfg.MaxFrameBytes}
@@ -284,6 +301,7 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	wc.Features = supportedFeatures
 	a.withService(&wc)
+	a.withSASL(&wc)
 	a.srv = kafkawire.Serve(ln, wc)
 	if len(cfg.Controllers) > 0 {
 		a.ctrl = a.controllerClient(cfg.Controllers)

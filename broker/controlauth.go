@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -15,24 +17,37 @@ import (
 // empty). Otherwise the request is refused as a whole with
 // CLUSTER_AUTHORIZATION_FAILED and a log line, before fencing or the Host
 // see it, and nothing is recorded in the control log. A plain connection
-// is not checked.
+// is not checked, unless the listener requires SASL: then a connection
+// that logged in must be a super user's (Config.SuperUsers; the voters
+// log in as one), and one that did not never gets this far (saslGate).
 
 // authorizeControl returns the refusal to send for a control request the
 // connection may not make, or nil to serve it.
 func (a *Agent) authorizeControl(c *kafkawire.Conn, req kmsg.Request) kmsg.Response {
-	if c == nil || c.TLS == nil {
-		return nil
-	}
 	switch req.(type) {
 	case *kmsg.LeaderAndISRRequest, *kmsg.UpdateMetadataRequest, *kmsg.StopReplicaRequest:
 	default:
 		return nil
 	}
-	id, err := tlsconfig.PeerIdentity(c.TLS)
-	if err == nil {
-		if err = a.voterCheck()(id); err == nil {
+	var id tlsconfig.Identity
+	var err error
+	if c != nil && c.TLS != nil {
+		if id, err = tlsconfig.PeerIdentity(c.TLS); err == nil {
+			if err = a.voterCheck()(id); err == nil {
+				return nil
+			}
+		}
+	}
+	if user := clientAuthOf(c).user; user != "" {
+		if slices.Contains(a.cfg.SuperUsers, "User:"+user) {
 			return nil
 		}
+		a.log.Warn("refused a control request: the SASL user is not a super user",
+			"api", kmsg.NameForKey(req.Key()), "principal", "User:"+user, "remote", remoteOf(c))
+		return controlRefusal(req)
+	}
+	if c == nil || c.TLS == nil {
+		return nil
 	}
 	remote := ""
 	if c.Remote != nil {
@@ -40,6 +55,11 @@ func (a *Agent) authorizeControl(c *kafkawire.Conn, req kmsg.Request) kmsg.Respo
 	}
 	a.log.Warn("refused a control request: the client certificate names no configured voter",
 		"api", kmsg.NameForKey(req.Key()), "certificate", id.String(), "reason", err, "remote", remote)
+	return controlRefusal(req)
+}
+
+// controlRefusal is CLUSTER_AUTHORIZATION_FAILED for a control request.
+func controlRefusal(req kmsg.Request) kmsg.Response {
 	code := kerr.ClusterAuthorizationFailed.Code
 	switch r := req.ResponseKind().(type) {
 	case *kmsg.LeaderAndISRResponse:

@@ -87,8 +87,12 @@ func (a *Agent) forwardDeadline(req kmsg.Request) time.Duration {
 }
 
 // principal is who the client on c is, as the agent authenticated it:
-// the name its verified certificate gives, or ANONYMOUS.
+// the user it logged in as with SASL, the name its verified certificate
+// gives, or ANONYMOUS.
 func principal(c *kafkawire.Conn) string {
+	if user := clientAuthOf(c).user; user != "" {
+		return "User:" + user
+	}
 	if c != nil && c.TLS != nil && len(c.TLS.PeerCertificates) > 0 {
 		if id, err := tlsconfig.PeerIdentity(c.TLS); err == nil {
 			return id.Principal()

@@ -292,6 +292,12 @@ func (s *Server) startVoter() error {
 			return certs.Dialer(nd, tlsconfig.Broker(id))
 		}
 	}
+	// The controller logs in to brokers that require SASL as it logs in
+	// to the other voters.
+	peerLogin := cfg.Security.PeerSASL
+	if peerLogin == nil {
+		peerLogin = cfg.SASL
+	}
 	s.Sender = sender.New(sender.Config{
 		Dial:   brokerDial,
 		Logger: s.log,
@@ -303,6 +309,7 @@ func (s *Server) startVoter() error {
 			return sender.ImageResolver(f)(id)
 		},
 		Responses: fwd,
+		SASL:      peerLogin,
 	})
 	var lpeers []listener.PeerListener
 	for _, v := range cfg.Voters {
@@ -404,6 +411,7 @@ func (s *Server) startBroker() error {
 		BrokerID: cfg.BrokerID, Rack: cfg.BrokerRack, Listener: cfg.BrokerListener, Advertise: cfg.BrokerAdvertise,
 		Controllers: ctrls, ClusterID: cfg.ClusterID, HeartbeatInterval: cfg.HeartbeatInterval,
 		Host: host, Service: service, Logger: s.log, TLS: cfg.tlsOr(cfg.BrokerListenerTLS), Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
+		SASLMechanisms: cfg.Security.SASLMechanisms, SuperUsers: cfg.Security.SuperUsers,
 		Wire: cfg.BrokerListenerLimits.apply, StaticConfigs: cfg.StaticConfigs,
 	})
 	if err != nil {

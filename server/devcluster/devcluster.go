@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ctrlquorum/ctrlquorum/server"
+	"github.com/ctrlquorum/ctrlquorum/transport/listener"
 )
 
 const (
@@ -170,6 +171,7 @@ func (c *Cluster) StartBrokers(started func(*server.Server)) error {
 			NodeID: id, Broker: true, BrokerID: id, BrokerListener: cfg.Broker(i), Voters: cfg.Voters(), ClusterID: cluster,
 			SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: hb, Logger: cfg.Logger.Named(fmt.Sprintf("broker-%d", id)),
 			TLS: cfg.Certs.broker(id), SASL: cfg.Security.Login, BrokerData: c.brokerData(id),
+			Security: listener.SecurityConfig{SASLMechanisms: cfg.Security.Listener.SASLMechanisms, SuperUsers: cfg.Security.Listener.SuperUsers},
 		})
 		if err != nil {
 			return fmt.Errorf("broker %d: %w", id, err)

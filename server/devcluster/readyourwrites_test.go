@@ -52,14 +52,24 @@ func freeLayout(t *testing.T) Layout {
 // brokers with their agents' metadata caches) and waits for the brokers
 // to be registered and live.
 func startCluster(t *testing.T) (*Cluster, Layout) {
+	return startClusterWith(t, nil)
+}
+
+// startClusterWith is startCluster with the configuration adjusted by
+// adjust (if not nil) before anything starts.
+func startClusterWith(t *testing.T, adjust func(*Config)) (*Cluster, Layout) {
 	t.Helper()
 	layout := freeLayout(t)
 	level := hclog.Warn
 	if os.Getenv("CQ_DEBUG") != "" {
 		level = hclog.Debug
 	}
-	c := New(Config{Layout: layout, DataDir: t.TempDir(), SessionTimeout: 6 * time.Second,
-		Logger: hclog.New(&hclog.LoggerOptions{Name: "dev", Level: level})})
+	cfg := Config{Layout: layout, DataDir: t.TempDir(), SessionTimeout: 6 * time.Second,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "dev", Level: level})}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	c := New(cfg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

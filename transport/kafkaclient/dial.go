@@ -36,6 +36,11 @@ type Options struct {
 	// SASL, if set, authenticates the connection after the ApiVersions
 	// exchange (franz-go's scram and plain packages provide mechanisms).
 	SASL kgosasl.Mechanism
+	// SASLIfOffered logs in with SASL only when the peer's ApiVersions
+	// offers SaslHandshake: for a client of listeners some of which
+	// require a login and some not (a controller's connections to
+	// brokers).
+	SASLIfOffered bool
 	// NoApiVersions skips the ApiVersions exchange: every request goes at
 	// the version it carries, Version and Pick find nothing, and a SASL
 	// login uses SaslHandshake v1 and SaslAuthenticate v1. For a peer

@@ -20,6 +20,9 @@ func (c *Conn) authenticate(ctx context.Context) error {
 	if mech == nil {
 		return nil
 	}
+	if _, offered := c.Version(kmsg.SASLHandshake.Int16()); c.opts.SASLIfOffered && !c.opts.NoApiVersions && !offered {
+		return nil
+	}
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Mechanism = mech.Name()
 	if err := c.pickSASL(hs, 1); err != nil {

@@ -44,6 +44,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
@@ -100,6 +101,10 @@ type Config struct {
 	// dialler that presents this controller's certificate and expects the
 	// broker's. Nil, or a nil DialFunc, is plain TCP.
 	Dial func(broker int32) kafkaclient.DialFunc
+	// SASL, if set, logs this controller in on its connections to brokers
+	// whose listeners require SASL (those that offer SaslHandshake), as a
+	// super user: the control requests come from the cluster. Nil: none.
+	SASL kgosasl.Mechanism
 }
 
 func (c *Config) setDefaults() {
@@ -629,7 +634,7 @@ func (b *brokerSender) connect() (*kafkaclient.Conn, outcome) {
 	if b.conn != nil {
 		return b.conn, outDelivered
 	}
-	opts := kafkaclient.Options{DialTimeout: b.p.cfg.DialTimeout}
+	opts := kafkaclient.Options{DialTimeout: b.p.cfg.DialTimeout, SASL: b.p.cfg.SASL, SASLIfOffered: true}
 	if b.p.cfg.Dial != nil {
 		opts.Dial = b.p.cfg.Dial(b.id)
 	}
