@@ -34,7 +34,13 @@ type proc struct {
 
 func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(ctrlnode(t), args...)
+	return startBinary(t, ctrlnode(t), name, env, args...)
+}
+
+// startBinary is startProc of another build of ctrlnode.
+func startBinary(t *testing.T, bin, name string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	if env != nil {
 		cmd.Env = env
 	}
