@@ -7,11 +7,11 @@ package datadirtest
 import (
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/raftnet"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 	"github.com/ctrlquorum/ctrlquorum/voter/meta"
 )
@@ -28,17 +28,19 @@ type Sample struct {
 // snapshot after the first half; then it stops the voter. The records are
 // the same every time; indexes and terms are whatever raft gives them.
 func Write(dir string, store rl.LogStore) (Sample, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The stream layer listens from here on: a port closed and bound
+	// again later could be taken in between by another process.
+	stream, err := raftnet.NewTCPStreamLayer("127.0.0.1:0", "")
 	if err != nil {
 		return Sample{}, err
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := stream.Addr().String()
 	if _, err := meta.Format(dir, meta.FormatOptions{NodeID: 1, Standalone: addr, ClusterID: clusterID}); err != nil {
+		_ = stream.Close()
 		return Sample{}, err
 	}
 	f := fsm.New(fsm.Options{})
-	cfg := voter.Config{NodeID: "1", BindAddr: addr, DataDir: dir, FSM: f,
+	cfg := voter.Config{NodeID: "1", BindAddr: addr, DataDir: dir, FSM: f, Stream: stream,
 		Store: rl.StoreOptions{LogStore: store, WALSegmentBytes: 64 << 10}}
 	voter.FastTimeouts(&cfg)
 	v, err := voter.Start(cfg)
