@@ -45,6 +45,7 @@ func (s *Server) startReplicas() (*replica.Manager, error) {
 		BrokerID: s.cfg.BrokerID, DataDir: d.Dir, ReplicaLagTime: d.ReplicaLagTime, MinInsyncReplicas: d.MinInsyncReplicas,
 		Log:    partlog.Config{SegmentBytes: d.SegmentBytes, FlushMessages: d.FlushMessages, FlushInterval: d.FlushInterval},
 		Dial:   dial,
+		SASL:   s.cfg.SASL,
 		Logger: s.log,
 	})
 	if err != nil {

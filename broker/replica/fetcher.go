@@ -153,6 +153,7 @@ func (f *fetcher) run() {
 			if err == nil {
 				conn, err = kafkaclient.Dial(ctx, addr, kafkaclient.Options{
 					ClientID: "ctrlquorum-replica-" + strconv.Itoa(int(f.m.cfg.BrokerID)), Dial: f.m.cfg.Dial,
+					SASL: f.m.cfg.SASL, SASLIfOffered: true,
 				})
 			}
 			if err != nil {

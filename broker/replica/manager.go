@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
@@ -38,7 +39,10 @@ type Config struct {
 	FetchMaxWait time.Duration
 	// Dial opens follower connections to leaders (TLS, a bound source
 	// address); nil: plain TCP.
-	Dial   kafkaclient.DialFunc
+	Dial kafkaclient.DialFunc
+	// SASL, if set, logs follower connections in to leaders whose
+	// listeners require SASL (the node's own login). Nil: none.
+	SASL   kgosasl.Mechanism
 	Logger hclog.Logger
 }
 

@@ -62,9 +62,9 @@ func brokerClient(t *testing.T, addr string, m kgosasl.Mechanism, tc *tls.Config
 }
 
 // brokerKgo is brokerClient's franz-go client.
-func brokerKgo(t *testing.T, addr string, m kgosasl.Mechanism, tc *tls.Config) *kgo.Client {
+func brokerKgo(t *testing.T, addr string, m kgosasl.Mechanism, tc *tls.Config, more ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(2), kgo.RetryTimeout(20 * time.Second)}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(2), kgo.RetryTimeout(20 * time.Second)}, more...)
 	if m != nil {
 		opts = append(opts, kgo.SASL(m))
 	}
@@ -107,6 +107,18 @@ func TestBrokerSASLLogin(t *testing.T) {
 	}
 	if !listed.Has("sasl-at-broker") {
 		t.Fatalf("the topic created through a broker is not listed: %v", listed.Names())
+	}
+
+	// The brokers' followers log in to the leaders too: a record produced
+	// with acks=all is answered once every replica has it, before a
+	// follower that could not fetch would leave the ISR (30 s).
+	producer := brokerKgo(t, broker, scram.Auth{User: "admin", Pass: pass}.AsSha512Mechanism(), nil,
+		kgo.DefaultProduceTopic("sasl-at-broker"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
+	produceCtx, cancelProduce := context.WithTimeout(ctx, 20*time.Second)
+	err = producer.ProduceSync(produceCtx, &kgo.Record{Value: []byte("replicated")}).FirstErr()
+	cancelProduce()
+	if err != nil {
+		t.Fatalf("produce with acks=all at a broker of a SASL cluster: %v", err)
 	}
 
 	up, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-secret"}})
