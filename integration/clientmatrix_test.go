@@ -185,9 +185,6 @@ func knownFor(reason string, clients, ops []string, kind string) {
 // The reasons of the cells known not to work yet.
 const (
 	knownVotersListed  = "a voter's Metadata lists the voters beside the brokers"
-	knownBrokerSASL    = "broker agents do not log clients in with SASL (a client bootstrapped at a voter goes on to the brokers its Metadata lists)"
-	knownReadBehind    = "reads behind writes: a node answers before it has applied an acknowledged change"
-	knownBrokerNoLogin = "broker agents of a SASL cluster serve Metadata, with every topic, to a client that has not logged in"
 	knownNoGroups      = "no group coordinator (FindCoordinator, JoinGroup): kafkajs consumes in a consumer group only"
 	knownVoterAsBroker = "a voter's Metadata lists the voters as brokers, and the client sends its InitProducerId (idempotent producer) to one, which serves no broker request"
 )
@@ -195,14 +192,6 @@ const (
 func init() {
 	all := []string{"kadm", "sarama", "kafkajs", "kcat"}
 	knownFor(knownVotersListed, all, []string{opDescribeCluster}, kindVoter)
-	// Every operation that reads back what it changed.
-	knownFor(knownReadBehind, all, []string{opListTopics, opDescribeTopics, opAddPartitions, opDeleteTopics,
-		opAlterTopicIncr, opAlterTopicLegacy, opAlterBrokerIncr, opAlterBrokerLegacy, opAlterDefaultIncr, opAlterDefaultLegacy,
-		opDescribeACLs, opDeleteACLs, opDescribeSCRAM, opDeleteSCRAM}, "*")
-	knownFor(knownBrokerSASL, all, phaseOps[phaseSecurity], kindBroker)
-	logins := slices.DeleteFunc(slices.Clone(phaseOps[phaseLogin]), func(op string) bool { return op == opNoLogin })
-	knownFor(knownBrokerSASL, all, logins, "*")
-	knownFor(knownBrokerNoLogin, all, []string{opNoLogin}, kindBroker)
 	knownFor(knownNoGroups, []string{"kafkajs"}, []string{opConsume}, "*")
 	knownFor(knownVoterAsBroker, []string{"kadm", "kafkajs"}, []string{opProduce, opConsume}, kindVoter)
 }
