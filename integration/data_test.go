@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,4 +223,150 @@ func readLog(l *partlog.Log) ([]byte, error) {
 		o = bs[len(bs)-1].NextOffset()
 	}
 	return out, nil
+}
+
+// TestDivergentReplicaTruncatedAcrossProcesses makes replicas diverge as
+// a leader's crash does, with real processes: both followers are paused
+// (SIGSTOP) while the leader takes records with acks=1 that they never
+// fetch (but the first, which may answer a fetch already waiting); the leader is killed -9 and the followers resumed before their
+// sessions expire, so one of them leads the next epoch without those
+// records and takes others at the same offsets. The old leader, started
+// again, truncates its own to the new leader's end of their common epoch
+// before it fetches: in the end all three logs are the same, byte for
+// byte.
+func TestDivergentReplicaTruncatedAcrossProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	all, nodes, dir := threeNodeSettings(t, [2]string{"broker.replica.lag.time", "60s"})
+	var brokers []string
+	dataDirs := map[int32]string{}
+	for i := range nodes {
+		id := int32(i + 1)
+		for k := range all[i] {
+			if all[i][k][0] == "session.timeout" {
+				all[i][k][1] = "6s" // room for the pause below
+			}
+		}
+		dataDirs[id] = filepath.Join(dir, fmt.Sprintf("broker-%d", id))
+		all[i] = append(all[i], [2]string{"broker.data.dir", dataDirs[id]})
+		brokers = append(brokers, setting(t, all[i], "broker.listener"))
+		nodes[i].args = append(nodes[i].args, "--config", configFile(t, dir, nodes[i].id, all[i]))
+	}
+	procs := map[int32]*proc{}
+	for i, n := range nodes {
+		procs[int32(i+1)] = n.start(t)
+	}
+	boot := bootstrapOf(nodes)
+	waitFor(t, time.Minute, "topic div created", func() bool {
+		r := ctl(t, nil, "topics", "create", "--bootstrap", boot, "--topic", "div", "--partitions", "1", "--replication-factor", "3")
+		return r.code == 0 || strings.Contains(r.stdout+r.stderr, "TOPIC_ALREADY_EXISTS")
+	})
+	client := func(acks kgo.Acks) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite(),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(200*time.Millisecond), kgo.RetryTimeout(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	all1, one := client(kgo.AllISRAcks()), client(kgo.LeaderAck())
+	produce := func(cl *kgo.Client, v string) int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r := &kgo.Record{Topic: "div", Partition: 0, Value: []byte(v)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+		return r.Offset
+	}
+	for i := 0; i < 20; i++ {
+		produce(all1, fmt.Sprintf("common-%d", i))
+	}
+	// The leader, as the followers' own metadata says.
+	var leader int32
+	waitFor(t, time.Minute, "the leader of div-0", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		md, err := kadm.NewClient(all1).Metadata(ctx, "div")
+		if err == nil {
+			leader = md.Topics["div"].Partitions[0].Leader
+		}
+		return err == nil && leader > 0
+	})
+	produce(one, "warm-up") // the acks=1 client knows the leader now
+	var followers []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != leader {
+			followers = append(followers, id)
+		}
+	}
+	for _, f := range followers {
+		if err := procs[f].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paused := time.Now()
+	for i := 0; i < 10; i++ {
+		produce(one, fmt.Sprintf("lost-%d", i))
+	}
+	if err := procs[leader].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-procs[leader].done
+	for _, f := range followers {
+		if err := procs[f].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("followers %v paused for %v while leader %d took 10 records with acks=1", followers, time.Since(paused).Round(time.Millisecond), leader)
+	for i := 0; i < 10; i++ {
+		produce(all1, fmt.Sprintf("new-%d", i))
+	}
+	procs[leader] = nodes[leader-1].start(t)
+	// The old leader is back in the ISR once it caught up, and then an
+	// acks=all record is on it too.
+	waitFor(t, 2*time.Minute, "the old leader back in the ISR", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		md, err := kadm.NewClient(all1).Metadata(ctx, "div")
+		return err == nil && slices.Contains(md.Topics["div"].Partitions[0].ISR, leader)
+	})
+	procs[leader].waitLine(t, regexp.MustCompile(`truncated to the leader's epoch end: .*topic=div partition=0`), time.Second)
+	produce(all1, "after-restart")
+	// The old leader caught up: its log matches the new leader's.
+	for _, p := range procs {
+		_ = p.signal(t, syscall.SIGTERM, time.Minute)
+	}
+	var logs [][]byte
+	for id := int32(1); id <= 3; id++ {
+		pdir := filepath.Join(dataDirs[id], "div-0")
+		tid, err := partlog.TopicID(pdir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := partlog.Open(pdir, partlog.Config{TopicID: tid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := readLog(l)
+		_ = l.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A follower's fetch waiting at the leader when it was paused
+		// may have been answered with the first of them (its socket
+		// took the answer); the others it never asked for.
+		if m := regexp.MustCompile(`lost-[1-9]`).Find(b); m != nil {
+			t.Errorf("broker %d still holds %s, of the killed leader's acks=1 tail", id, m)
+		}
+		if !bytes.Contains(b, []byte("new-9")) {
+			t.Errorf("broker %d lacks the new leader's records", id)
+		}
+		logs = append(logs, b)
+	}
+	if !bytes.Equal(logs[0], logs[1]) || !bytes.Equal(logs[1], logs[2]) {
+		t.Fatalf("the replicas' logs differ: %d, %d and %d bytes", len(logs[0]), len(logs[1]), len(logs[2]))
+	}
 }

@@ -35,6 +35,16 @@
 // KIP-279), so that records a former leader wrote but never committed
 // do not stay on this replica.
 //
+// What it does not do (yet): min.insync.replicas is the broker's
+// setting for every topic, not a topic config; there is no retention, so
+// segments go only with truncation or the partition; the high watermark
+// is kept in memory, so after a restart consumers see records again once
+// the followers have fetched; there are no fetch sessions (every answer
+// has session id 0) and no producer ids, so producers run without
+// idempotence (franz-go falls back to it by itself when InitProducerID is
+// not served); ListOffsets by time answers at batch granularity, and -3
+// (the largest timestamp) is refused.
+//
 // Consumer groups, transactions, compaction and quotas are not served:
 // their API keys are not advertised in ApiVersions, and a request for one
 // closes the connection, which is what a Kafka broker does with an API
