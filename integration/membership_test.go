@@ -41,6 +41,18 @@ type membersCluster struct {
 
 func newMembersCluster(t *testing.T) *membersCluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		if c, ok := tryMembersCluster(t); ok || attempt == 3 {
+			if !ok {
+				t.Fatal("three layouts in a row had a port taken before their nodes bound it")
+			}
+			return c
+		}
+		t.Logf("a port of the layout was taken before its node bound it; laying the cluster out again")
+	}
+}
+
+func tryMembersCluster(t *testing.T) (*membersCluster, bool) {
 	all, nodes, _ := threeNodeSettings(t)
 	c := &membersCluster{t: t, settings: map[int32][][2]string{}, procs: map[int32]*proc{}, allOf: map[*proc]int32{}, stopped: map[int32]bool{}}
 	for i, n := range nodes {
@@ -56,7 +68,42 @@ func newMembersCluster(t *testing.T) *membersCluster {
 	for _, n := range nodes {
 		c.start(n.id)
 	}
-	return c
+	for _, n := range nodes {
+		if !c.started(c.procs[n.id]) {
+			c.killAll()
+			return nil, false
+		}
+	}
+	return c, true
+}
+
+// started waits for a node's start banner, and reports false when the
+// node exited first because a port it was given was taken meanwhile: the
+// ports are free when laid out (freePortBase), not held until the node
+// binds them, and other tests on the host bind ports of the same range.
+func (c *membersCluster) started(p *proc) bool {
+	c.t.Helper()
+	banner := regexp.MustCompile(`^ctrlnode run: node \d+`)
+	waitFor(c.t, time.Minute, p.name+" to start", func() bool {
+		_, _, ok := p.find(banner)
+		return ok || p.exited()
+	})
+	if _, _, ok := p.find(banner); ok {
+		return true
+	}
+	if !strings.Contains(p.output(), "address already in use") {
+		c.t.Fatalf("%s exited at start:\n%s", p.name, p.output())
+	}
+	return false
+}
+
+func (c *membersCluster) killAll() {
+	for _, p := range c.procs {
+		if !p.exited() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
 }
 
 func (c *membersCluster) get(id int32, key string) string { return setting(c.t, c.settings[id], key) }
@@ -79,22 +126,30 @@ func (c *membersCluster) start(id int32) *proc {
 // to join the cluster (no initial voters) and starts it.
 func (c *membersCluster) joiner(id int32) *proc {
 	c.t.Helper()
-	base := freePortBase(c.t, 0, 1, 2)
-	addr := func(off int) string { return fmt.Sprintf("127.0.0.1:%d", base+off) }
-	c.settings[id] = [][2]string{
-		{"node.id", strconv.Itoa(int(id))},
-		{"roles", "voter"},
-		{"data.dir", filepath.Join(c.t.TempDir(), fmt.Sprintf("node-%d", id))},
-		{"raft.listener", addr(1)},
-		{"listener", addr(0)},
-		{"http.listener", addr(2)},
-		{"voters", strings.Join(append(append([]string{}, c.voters...), fmt.Sprintf("%d@%s", id, addr(1))), ",")},
-		{"voter.listeners", strings.Join(append(append([]string{}, c.listeners...), fmt.Sprintf("%d@%s", id, addr(0))), ",")},
-		{"session.timeout", "2s"},
-		{"log.level", "info"},
+	for attempt := 1; ; attempt++ {
+		base := freePortBase(c.t, 0, 1, 2)
+		addr := func(off int) string { return fmt.Sprintf("127.0.0.1:%d", base+off) }
+		c.settings[id] = [][2]string{
+			{"node.id", strconv.Itoa(int(id))},
+			{"roles", "voter"},
+			{"data.dir", filepath.Join(c.t.TempDir(), fmt.Sprintf("node-%d", id))},
+			{"raft.listener", addr(1)},
+			{"listener", addr(0)},
+			{"http.listener", addr(2)},
+			{"voters", strings.Join(append(append([]string{}, c.voters...), fmt.Sprintf("%d@%s", id, addr(1))), ",")},
+			{"voter.listeners", strings.Join(append(append([]string{}, c.listeners...), fmt.Sprintf("%d@%s", id, addr(0))), ",")},
+			{"session.timeout", "2s"},
+			{"log.level", "info"},
+		}
+		c.format(id)
+		p := c.start(id)
+		if c.started(p) {
+			return p
+		}
+		if attempt == 3 {
+			c.t.Fatalf("node %d: three layouts in a row had a port taken before it bound it", id)
+		}
 	}
-	c.format(id)
-	return c.start(id)
 }
 
 // format formats node id's data directory to join the cluster.
