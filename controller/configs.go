@@ -110,17 +110,25 @@ func (m *configManager) replaceTopicConfigs(w *work, topic string, configs []rl.
 // order given, and DELETEs of the keys the topic sets in r and the set
 // leaves out, in key order.
 func replaceOps(r fsm.Reader, topic string, configs []rl.ConfigEntry) []AlterConfig {
+	var current []rl.ConfigEntry
+	if t := r.TopicByName(topic); t != nil {
+		current = t.Configs
+	}
+	return replacing(current, configs)
+}
+
+// replacing is the legacy AlterConfigs as operations: every key of
+// configs SET, every key of current that configs leaves out DELETEd.
+func replacing(current, configs []rl.ConfigEntry) []AlterConfig {
 	ops := make([]AlterConfig, 0, len(configs))
 	given := make(map[string]bool, len(configs))
 	for _, e := range configs {
 		ops = append(ops, AlterConfig{Key: e.Key, Value: e.Value, Op: ConfigSet})
 		given[e.Key] = true
 	}
-	if t := r.TopicByName(topic); t != nil {
-		for _, e := range t.Configs {
-			if !given[e.Key] {
-				ops = append(ops, AlterConfig{Key: e.Key, Op: ConfigDelete})
-			}
+	for _, e := range current {
+		if !given[e.Key] {
+			ops = append(ops, AlterConfig{Key: e.Key, Op: ConfigDelete})
 		}
 	}
 	return ops

@@ -48,18 +48,7 @@ func (c *Controller) ReplaceBrokerConfigs(ctx context.Context, resource string, 
 }
 
 func (m *configManager) replaceBrokerConfigs(w *work, resource string, configs []rl.ConfigEntry, validateOnly bool) error {
-	ops := make([]AlterConfig, 0, len(configs))
-	given := make(map[string]bool, len(configs))
-	for _, e := range configs {
-		ops = append(ops, AlterConfig{Key: e.Key, Value: e.Value, Op: ConfigSet})
-		given[e.Key] = true
-	}
-	for _, e := range w.img().BrokerConfigs().Configs(resource) {
-		if !given[e.Key] {
-			ops = append(ops, AlterConfig{Key: e.Key, Op: ConfigDelete})
-		}
-	}
-	return m.alterBrokerConfigs(w, resource, ops, validateOnly)
+	return m.alterBrokerConfigs(w, resource, replacing(w.img().BrokerConfigs().Configs(resource), configs), validateOnly)
 }
 
 // CheckBrokerResourceName is the answer to a broker config resource that
