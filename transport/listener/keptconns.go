@@ -51,6 +51,22 @@ func (l *Listener) callVoterKept(ctx context.Context, p PeerListener, clientID s
 		return nil, ctx.Err()
 	}
 	defer func() { <-kc.token }()
+	// A kept connection may have been broken since its last use (the
+	// voter restarted): a failure on it is tried once more on a new
+	// connection, or the first read after a restart would be answered
+	// without the read index.
+	reused := kc.conn != nil
+	resp, err := l.roundTripKept(ctx, kc, p, clientID, req)
+	if err != nil && reused && ctx.Err() == nil {
+		resp, err = l.roundTripKept(ctx, kc, p, clientID, req)
+	}
+	return resp, err
+}
+
+// roundTripKept sends req on kc's connection, dialled first if there is
+// none; a failed request drops the connection. kc's token is held.
+func (l *Listener) roundTripKept(ctx context.Context, kc *keptConn, p PeerListener, clientID string, req kmsg.Request) (kmsg.Response, error) {
+	k := &l.kept
 	if kc.conn == nil {
 		deadline, ok := ctx.Deadline()
 		if !ok {
