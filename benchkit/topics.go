@@ -53,7 +53,7 @@ func topicCreation(ctx context.Context, cfg Config, dir string, col *collector, 
 		}
 		defer l.Close()
 	}
-	_, node, err := c.active(wctx)
+	activeIdx, node, err := c.active(wctx)
 	if err != nil {
 		return err
 	}
@@ -68,9 +68,13 @@ func topicCreation(ctx context.Context, cfg Config, dir string, col *collector, 
 		return err
 	}
 	defer cl.Close()
-	// One request first, so the client knows the controller before the
-	// clock starts.
-	if err := createTopics(ctx, cl, []string{"bench-warmup"}); err != nil {
+	// Every creation goes to the active voter itself: what is measured is
+	// the controller, and a voter's Metadata names a broker, not the
+	// voter, as controller (these brokers serve no clients). addrs are
+	// the seeds in order, and leadership does not move in this scenario.
+	ctrl := cl.SeedBrokers()[activeIdx]
+	// One request first, so the connection is up before the clock starts.
+	if err := createTopics(ctx, ctrl, []string{"bench-warmup"}); err != nil {
 		return err
 	}
 	names := make(chan []string)
@@ -111,7 +115,7 @@ func topicCreation(ctx context.Context, cfg Config, dir string, col *collector, 
 		go func() {
 			defer wg.Done()
 			for batch := range names {
-				if err := createTopics(ctx, cl, batch); err != nil {
+				if err := createTopics(ctx, ctrl, batch); err != nil {
 					emu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -136,7 +140,7 @@ func topicCreation(ctx context.Context, cfg Config, dir string, col *collector, 
 	return nil
 }
 
-func createTopics(ctx context.Context, cl *kgo.Client, names []string) error {
+func createTopics(ctx context.Context, cl *kgo.Broker, names []string) error {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 60_000
 	for _, n := range names {

@@ -184,16 +184,13 @@ func knownFor(reason string, clients, ops []string, kind string) {
 
 // The reasons of the cells known not to work yet.
 const (
-	knownVotersListed  = "a voter's Metadata lists the voters beside the brokers"
 	knownNoGroups      = "no group coordinator (FindCoordinator, JoinGroup): kafkajs consumes in a consumer group only"
-	knownVoterAsBroker = "a voter's Metadata lists the voters as brokers, and the client sends its InitProducerId (idempotent producer) to one, which serves no broker request"
+	knownVoterAsBroker = "bootstrapped at a voter, kafkajs's idempotent producer still sends its InitProducerId to the voter, which serves no broker request (API not supported), though the voter's Metadata lists the brokers only"
 )
 
 func init() {
-	all := []string{"kadm", "sarama", "kafkajs", "kcat"}
-	knownFor(knownVotersListed, all, []string{opDescribeCluster}, kindVoter)
 	knownFor(knownNoGroups, []string{"kafkajs"}, []string{opConsume}, "*")
-	knownFor(knownVoterAsBroker, []string{"kadm", "kafkajs"}, []string{opProduce, opConsume}, kindVoter)
+	knownFor(knownVoterAsBroker, []string{"kafkajs"}, []string{opProduce, opConsume}, kindVoter)
 }
 
 // knownReason returns why a cell is known not to work, if it is.

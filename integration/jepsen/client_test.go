@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -108,15 +109,38 @@ func topicID(id [16]byte) string {
 
 var errNoController = errors.New("no voter answered as the active controller")
 
-// controllerMetadata reads Metadata from the active controller. Each
-// voter's answer names the controller as that voter sees it; an answer is
-// taken only from a voter that names itself, and a voter named by another
-// is asked next. A standby's image trails the active controller's, and a
+// controllerMetadata reads Metadata from the active controller. A voter's
+// Metadata lists the brokers, not the voters, so the active one is found
+// as Kafka's --bootstrap-controller finds it: DescribeCluster for the
+// controllers (endpoint type 2), which names the active voter as that
+// voter sees it. An answer is taken only from a voter that names itself
+// before and after its Metadata answer, and a voter named by another is
+// asked next. A standby's image trails the active controller's, and a
 // broker agent's cache trails both: neither is a read of the committed
 // state. topics nil reads every topic.
 func controllerMetadata(ctx context.Context, cl *kgo.Client, topics []string, rng func(int) int) (*kmsg.MetadataResponse, int32, error) {
 	seeds := cl.SeedBrokers()
-	ask := func(h int) (*kmsg.MetadataResponse, error) {
+	request := func(h int, req kmsg.Request) (kmsg.Response, error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return seeds[h-1].Request(rctx, req)
+	}
+	named := func(h int) (int32, error) {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.EndpointType = 2
+		resp, err := request(h, req)
+		if err != nil {
+			return -1, err
+		}
+		dc := resp.(*kmsg.DescribeClusterResponse)
+		if err := kerr.ErrorForCode(dc.ErrorCode); err != nil {
+			return -1, err
+		}
+		return dc.ControllerID, nil
+	}
+	// fromActive returns h's Metadata if h names itself active before
+	// and after answering it.
+	fromActive := func(h int) (*kmsg.MetadataResponse, error) {
 		req := kmsg.NewPtrMetadataRequest()
 		if topics != nil {
 			req.Topics = []kmsg.MetadataRequestTopic{}
@@ -126,11 +150,12 @@ func controllerMetadata(ctx context.Context, cl *kgo.Client, topics []string, rn
 				req.Topics = append(req.Topics, rt)
 			}
 		}
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		resp, err := seeds[h-1].Request(rctx, req)
+		resp, err := request(h, req)
 		if err != nil {
 			return nil, err
+		}
+		if id, err := named(h); err != nil || id != voterID(h) {
+			return nil, fmt.Errorf("voter %d stopped being active (names %d, %v)", voterID(h), id, err)
 		}
 		return resp.(*kmsg.MetadataResponse), nil
 	}
@@ -139,20 +164,27 @@ func controllerMetadata(ctx context.Context, cl *kgo.Client, topics []string, rn
 		first := 1 + rng(len(seeds))
 		for i := range seeds {
 			h := 1 + (first-1+i)%len(seeds)
-			resp, err := ask(h)
+			id, err := named(h)
 			if err != nil {
 				lastErr = fmt.Errorf("voter %d: %w", voterID(h), err)
 				continue
 			}
-			if resp.ControllerID == voterID(h) {
-				return resp, resp.ControllerID, nil
-			}
-			named := hostOfVoter(resp.ControllerID)
-			if named < 1 || named > len(seeds) || named == h {
+			if id == voterID(h) {
+				resp, err := fromActive(h)
+				if err == nil {
+					return resp, id, nil
+				}
+				lastErr = err
 				continue
 			}
-			if resp2, err := ask(named); err == nil && resp2.ControllerID == voterID(named) {
-				return resp2, resp2.ControllerID, nil
+			other := hostOfVoter(id)
+			if other < 1 || other > len(seeds) || other == h {
+				continue
+			}
+			if id2, err := named(other); err == nil && id2 == id {
+				if resp, err := fromActive(other); err == nil {
+					return resp, id, nil
+				}
 			}
 		}
 		t := time.NewTimer(100 * time.Millisecond)

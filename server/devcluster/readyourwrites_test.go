@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,6 +18,7 @@ import (
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/server"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
 // freeLayout is a Layout whose ports (listener, raft, HTTP and broker
@@ -159,12 +159,10 @@ func TestReadYourWrites(t *testing.T) {
 	for i := range 3 {
 		voters = append(voters, layout.Listener(i))
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(voters...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admCl.Close)
-	adm := kadm.NewClient(admCl)
+	// The active controller, found as --bootstrap-controller finds it: a
+	// voter's Metadata names a broker as controller, not the voter.
+	ctl := kafkaclient.NewController(kafkaclient.ControllerConfig{Bootstrap: voters})
+	t.Cleanup(ctl.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
@@ -209,44 +207,42 @@ func TestReadYourWrites(t *testing.T) {
 		return n, nil
 	}
 
-	// Changes go in turn to the active controller (kadm routes them
-	// there) and to each broker, which forwards them.
+	// Changes go in turn to the active controller and to each broker,
+	// which forwards them.
 	create := func(r int, topic string) error {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+		req.Topics, req.TimeoutMillis = append(req.Topics, rt), 30_000
+		var resp kmsg.Response
+		var err error
 		if b := r % 4; b < 3 {
-			req := kmsg.NewPtrCreateTopicsRequest()
-			rt := kmsg.NewCreateTopicsRequestTopic()
-			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
-			req.Topics, req.TimeoutMillis = append(req.Topics, rt), 30_000
-			resp, err := nodes[2*b+1].cl.SeedBrokers()[0].Request(ctx, req)
-			if err != nil {
-				return err
-			}
-			return kerr.ErrorForCode(resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+			resp, err = nodes[2*b+1].cl.SeedBrokers()[0].Request(ctx, req)
+		} else {
+			resp, err = ctl.Do(ctx, req, nil)
 		}
-		res, err := adm.CreateTopics(ctx, 1, 1, nil, topic)
-		if err == nil {
-			err = res.Error()
+		if err != nil {
+			return err
 		}
-		return err
+		return kerr.ErrorForCode(resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
 	}
 	remove := func(r int, topic string) error {
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.TopicNames, req.TimeoutMillis = []string{topic}, 30_000
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		var resp kmsg.Response
+		var err error
 		if b := (r + 1) % 4; b < 3 {
-			req := kmsg.NewPtrDeleteTopicsRequest()
-			req.TopicNames, req.TimeoutMillis = []string{topic}, 30_000
-			rt := kmsg.NewDeleteTopicsRequestTopic()
-			rt.Topic = kmsg.StringPtr(topic)
-			req.Topics = append(req.Topics, rt)
-			resp, err := nodes[2*b+1].cl.SeedBrokers()[0].Request(ctx, req)
-			if err != nil {
-				return err
-			}
-			return kerr.ErrorForCode(resp.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode)
+			resp, err = nodes[2*b+1].cl.SeedBrokers()[0].Request(ctx, req)
+		} else {
+			resp, err = ctl.Do(ctx, req, nil)
 		}
-		res, err := adm.DeleteTopics(ctx, topic)
-		if err == nil {
-			err = res.Error()
+		if err != nil {
+			return err
 		}
-		return err
+		return kerr.ErrorForCode(resp.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode)
 	}
 
 	var staleDescribe, staleList int

@@ -58,9 +58,11 @@ type ControllerConfig struct {
 }
 
 // Controller is a connection to a cluster's active controller. It finds
-// the controller by asking the bootstrap addresses, one after another,
-// for Metadata (brokers and controller only): its ControllerID and that
-// node's entry in the broker list give the controller's address. A node
+// the controller by asking the bootstrap addresses, one after another
+// (see ask): a voter for the controllers (DescribeCluster, endpoint type
+// 2), a broker for Metadata (brokers and controller only); the answer's
+// ControllerID and that node's entry in its list give the controller's
+// address. A node
 // that is not itself the bootstrap address asked is asked again, and must
 // name itself: a standby's view may be behind. The connection is kept
 // until a request on it fails or its answer says NOT_CONTROLLER; the next
@@ -71,7 +73,11 @@ type Controller struct {
 	mu   sync.Mutex
 	conn *Conn
 	node Node
-	next int // where the next search starts
+	// voters are the controller voters the node named when it was found
+	// through DescribeCluster of the controllers, nil when it was found
+	// through Metadata (a broker).
+	voters map[int32]bool
+	next   int // where the next search starts
 	// clusterID is the cluster id the last node asked reported, nil
 	// before one did.
 	clusterID atomic.Pointer[string]
@@ -121,7 +127,7 @@ func (c *Controller) request(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		c.dropLocked()
 		return nil, false, err
 	}
-	notCtrl := notControllerAnswer(resp, c.node.ID)
+	notCtrl := notControllerAnswer(resp, c.node.ID, c.voters)
 	if notCtrl {
 		c.dropLocked()
 	}
@@ -226,7 +232,7 @@ func (c *Controller) findLocked(ctx context.Context) error {
 	}
 	for i := 0; i < n; i++ {
 		addr := c.cfg.Bootstrap[(c.next+i)%n]
-		conn, node, err := c.ask(ctx, addr)
+		conn, node, voters, err := c.ask(ctx, addr)
 		if err != nil {
 			errs = append(errs, err)
 			if stop := c.permanent(err); stop != nil {
@@ -237,7 +243,7 @@ func (c *Controller) findLocked(ctx context.Context) error {
 		if conn.Addr() != node.Addr() {
 			_ = conn.Close()
 			var named Node
-			conn, named, err = c.ask(ctx, node.Addr())
+			conn, named, voters, err = c.ask(ctx, node.Addr())
 			if err == nil && named.ID != node.ID {
 				_ = conn.Close()
 				err = fmt.Errorf("%w: node %d names %d", ErrNotController, node.ID, named.ID)
@@ -253,7 +259,7 @@ func (c *Controller) findLocked(ctx context.Context) error {
 		// Start the next search elsewhere, so a bootstrap address that
 		// keeps pointing at a dead node is not the only one asked.
 		c.next = (c.next + i + 1) % n
-		c.conn, c.node = conn, node
+		c.conn, c.node, c.voters = conn, node, voters
 		if c.cfg.Found != nil {
 			c.cfg.Found(node)
 		}
@@ -271,7 +277,8 @@ func (c *Controller) permanent(err error) error {
 }
 
 // ask connects to addr and asks it for the active controller. The
-// connection is returned open when the answer names one.
+// connection is returned open when the answer names one, with the
+// controller voters when the answer listed them.
 //
 // A node that serves DescribeCluster v1+ is asked for the controllers
 // (endpoint type 2, KIP-919): a voter names the active one among the
@@ -279,10 +286,10 @@ func (c *Controller) permanent(err error) error {
 // asked for Metadata instead, whose controller is a broker that forwards
 // what only the controller answers; so is a node without DescribeCluster
 // v1.
-func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) {
+func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, map[int32]bool, error) {
 	conn, err := Dial(ctx, addr, c.cfg.Options)
 	if err != nil {
-		return nil, Node{}, err
+		return nil, Node{}, nil, err
 	}
 	if v, ok := conn.Version(kmsg.DescribeCluster.Int16()); ok && v >= 1 {
 		dc := kmsg.NewPtrDescribeClusterRequest()
@@ -291,7 +298,7 @@ func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) 
 		resp, err := conn.Request(ctx, dc)
 		if err != nil {
 			_ = conn.Close()
-			return nil, Node{}, fmt.Errorf("describe cluster from %s: %w", addr, err)
+			return nil, Node{}, nil, fmt.Errorf("describe cluster from %s: %w", addr, err)
 		}
 		r := resp.(*kmsg.DescribeClusterResponse)
 		if r.ErrorCode == 0 {
@@ -299,25 +306,29 @@ func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) 
 				id := r.ClusterID
 				c.clusterID.Store(&id)
 			}
+			voters := map[int32]bool{}
+			for _, b := range r.Brokers {
+				voters[b.NodeID] = true
+			}
 			for _, b := range r.Brokers {
 				if b.NodeID == r.ControllerID && r.ControllerID >= 0 {
-					return conn, Node{ID: b.NodeID, Host: b.Host, Port: b.Port}, nil
+					return conn, Node{ID: b.NodeID, Host: b.Host, Port: b.Port}, voters, nil
 				}
 			}
 			_ = conn.Close()
-			return nil, Node{}, fmt.Errorf("%s knows no active controller", addr)
+			return nil, Node{}, nil, fmt.Errorf("%s knows no active controller", addr)
 		}
 	}
 	md := kmsg.NewPtrMetadataRequest()
 	md.Topics = []kmsg.MetadataRequestTopic{} // brokers and controller only
 	if err := conn.Pick(md, 1); err != nil {
 		_ = conn.Close()
-		return nil, Node{}, err
+		return nil, Node{}, nil, err
 	}
 	resp, err := conn.Request(ctx, md)
 	if err != nil {
 		_ = conn.Close()
-		return nil, Node{}, fmt.Errorf("metadata from %s: %w", addr, err)
+		return nil, Node{}, nil, fmt.Errorf("metadata from %s: %w", addr, err)
 	}
 	mr := resp.(*kmsg.MetadataResponse)
 	if mr.ClusterID != nil && *mr.ClusterID != "" {
@@ -326,11 +337,11 @@ func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) 
 	}
 	for _, b := range mr.Brokers {
 		if b.NodeID == mr.ControllerID && mr.ControllerID >= 0 {
-			return conn, Node{ID: b.NodeID, Host: b.Host, Port: b.Port}, nil
+			return conn, Node{ID: b.NodeID, Host: b.Host, Port: b.Port}, nil, nil
 		}
 	}
 	_ = conn.Close()
-	return nil, Node{}, fmt.Errorf("%s knows no active controller", addr)
+	return nil, Node{}, nil, fmt.Errorf("%s knows no active controller", addr)
 }
 
 // notControllerAnswer reports whether resp, the controller self's answer,
@@ -338,11 +349,17 @@ func (c *Controller) ask(ctx context.Context, addr string) (*Conn, Node, error) 
 // DescribeCluster answer listing the controllers, naming another
 // controller, or the NOT_CONTROLLER code — at the
 // top level, or, for the admin answers without a top-level code, in the
-// first item, where franz-go's kgo reads it.
-func notControllerAnswer(resp kmsg.Response, self int32) bool {
+// first item, where franz-go's kgo reads it. voters are the controller
+// voters when self is one, nil when self is a broker: a voter's Metadata
+// names a live broker as controller while there is one, and says that
+// the voter is not active only by naming another voter, or none.
+func notControllerAnswer(resp kmsg.Response, self int32, voters map[int32]bool) bool {
 	notController := kerr.NotController.Code
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
+		if voters != nil {
+			return r.ControllerID != self && (r.ControllerID < 0 || voters[r.ControllerID])
+		}
 		return r.ControllerID != self
 	case *kmsg.DescribeClusterResponse:
 		// Only the controllers' list (endpoint type 2) names the active

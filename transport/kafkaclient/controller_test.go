@@ -245,8 +245,25 @@ func TestNotControllerAnswer(t *testing.T) {
 		{"BrokerHeartbeat, no error", &kmsg.BrokerHeartbeatResponse{}, false},
 		{"Produce (no top-level code)", &kmsg.ProduceResponse{}, false},
 	} {
-		if got := notControllerAnswer(tc.resp, 1001); got != tc.want {
+		if got := notControllerAnswer(tc.resp, 1001, nil); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Found among the voters: a voter's Metadata names a live broker
+	// while there is one, another voter or none when it is not active.
+	voters := map[int32]bool{1001: true, 1002: true, 1003: true}
+	for _, tc := range []struct {
+		name       string
+		controller int32
+		want       bool
+	}{
+		{"naming a broker", 1, false},
+		{"naming itself", 1001, false},
+		{"naming another voter", 1002, true},
+		{"naming none", -1, true},
+	} {
+		if got := notControllerAnswer(&kmsg.MetadataResponse{ControllerID: tc.controller}, 1001, voters); got != tc.want {
+			t.Errorf("a voter's Metadata %s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

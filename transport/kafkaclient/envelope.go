@@ -186,5 +186,5 @@ func ForwardedNotController(resp kmsg.Response) bool {
 	case *kmsg.MetadataResponse, *kmsg.DescribeClusterResponse:
 		return false
 	}
-	return notControllerAnswer(resp, -1)
+	return notControllerAnswer(resp, -1, nil)
 }

@@ -78,16 +78,16 @@ func TestAdminOverTheWire(t *testing.T) {
 		if resp.EndpointType != 2 || !slices.Equal(ids, []int32{1001, 1002, 1003}) || resp.ControllerID != c.ids[active] {
 			t.Fatalf("controllers endpoint type: %d %v controller %d, want %d", resp.EndpointType, ids, resp.ControllerID, c.ids[active])
 		}
-		// kadm sees the same through Metadata.
+		// kadm's Metadata lists the brokers, with a broker as controller.
 		var md kadm.Metadata
-		waitFor(t, 10*time.Second, "metadata to list every node", func() bool {
+		waitFor(t, 10*time.Second, "metadata to list the brokers", func() bool {
 			md, err = adm.BrokerMetadata(fresh)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return len(md.Brokers) == 6
+			return slices.Equal(md.Brokers.NodeIDs(), []int32{1, 2, 3})
 		})
-		if md.Controller != c.ids[active] || md.Cluster != testClusterID {
+		if md.Controller != 1 || md.Cluster != testClusterID {
 			t.Fatalf("metadata: controller %d, %d brokers, cluster %q", md.Controller, len(md.Brokers), md.Cluster)
 		}
 	})
@@ -382,7 +382,7 @@ func TestAdminOverTheWire(t *testing.T) {
 		b.stop()
 		req := kmsg.NewPtrUnregisterBrokerRequest()
 		req.BrokerID = 4
-		resp := toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode })
+		resp := c.toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode })
 		if ec := resp.(*kmsg.UnregisterBrokerResponse).ErrorCode; ec != 0 {
 			t.Fatal(kerr.ErrorForCode(ec))
 		}
@@ -391,7 +391,7 @@ func TestAdminOverTheWire(t *testing.T) {
 				t.Error("broker 4 still registered")
 			}
 		})
-		resp = toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode })
+		resp = c.toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode })
 		if ec := resp.(*kmsg.UnregisterBrokerResponse).ErrorCode; ec != kerr.BrokerIDNotRegistered.Code {
 			t.Fatalf("second unregister: %v", kerr.ErrorForCode(ec))
 		}
@@ -399,8 +399,9 @@ func TestAdminOverTheWire(t *testing.T) {
 
 	t.Run("voter ids win", func(t *testing.T) {
 		// A broker registered under a voter's id (only possible by going
-		// around the listener) does not take the voter's place in the
-		// broker list: clients must still reach the voter under its id.
+		// around the listener) is left out of Metadata's broker list and
+		// does not take the voter's place among the controllers: clients
+		// must still reach the voter under its id.
 		active := c.active(10 * time.Second)
 		n := c.node(active)
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -416,14 +417,24 @@ func TestAdminOverTheWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var listed []kmsg.MetadataResponseBroker
-		for _, b := range resp.(*kmsg.MetadataResponse).Brokers {
+		if ids := metadataIDs(resp.(*kmsg.MetadataResponse)); !slices.Equal(ids, []int32{1, 2, 3}) {
+			t.Fatalf("metadata lists %v, want the brokers [1 2 3]", ids)
+		}
+		dreq := kmsg.NewPtrDescribeClusterRequest()
+		dreq.SetVersion(dreq.MaxVersion())
+		dreq.EndpointType = 2
+		dresp, err := call(ctx, c.listener(active).Addr().String(), "test", dreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var listed []kmsg.DescribeClusterResponseBroker
+		for _, b := range dresp.(*kmsg.DescribeClusterResponse).Brokers {
 			if b.NodeID == 1003 {
 				listed = append(listed, b)
 			}
 		}
 		if len(listed) != 1 || listed[0].Host != c.peers[2].Host || listed[0].Port != c.peers[2].Port {
-			t.Fatalf("node 1003 listed as %+v", listed)
+			t.Fatalf("controller 1003 listed as %+v", listed)
 		}
 	})
 
@@ -479,7 +490,7 @@ func alterISR(t *testing.T, c *testCluster, cl *kgo.Client, topic string, part i
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp := toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.AlterPartitionResponse).ErrorCode }).(*kmsg.AlterPartitionResponse)
+	resp := c.toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.AlterPartitionResponse).ErrorCode }).(*kmsg.AlterPartitionResponse)
 	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		t.Fatalf("alter partition: %+v", resp)
 	}

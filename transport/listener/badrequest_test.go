@@ -28,7 +28,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	}
 	reg := kmsg.NewPtrBrokerRegistrationRequest()
 	reg.BrokerID, reg.ClusterID, reg.IncarnationID = 4, testClusterID, [16]byte{4}
-	if r := toControllerRetry(t, cl, reg, regCode).(*kmsg.BrokerRegistrationResponse); r.ErrorCode != 0 {
+	if r := c.toControllerRetry(t, cl, reg, regCode).(*kmsg.BrokerRegistrationResponse); r.ErrorCode != 0 {
 		t.Fatal(kerr.ErrorForCode(r.ErrorCode))
 	}
 	createRaw(t, cl, "preferred-fenced", [][]int32{{4, 1}})
@@ -88,7 +88,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		return func() int16 {
 			req := kmsg.NewPtrBrokerHeartbeatRequest()
 			req.BrokerID, req.BrokerEpoch = 1, c.broker(1).epoch.Load()+epochDelta
-			return toControllerRetry(t, cl, req, hbCode).(*kmsg.BrokerHeartbeatResponse).ErrorCode
+			return c.toControllerRetry(t, cl, req, hbCode).(*kmsg.BrokerHeartbeatResponse).ErrorCode
 		}
 	}
 	alterPartition := func(brokerEpochDelta int64, partitionEpochDelta int32) func() int16 {
@@ -120,7 +120,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		return func() int16 {
 			req := kmsg.NewPtrBrokerRegistrationRequest()
 			req.BrokerID, req.ClusterID, req.IncarnationID = id, cluster, [16]byte{incarnation, 0xee}
-			return toControllerRetry(t, cl, req, regCode).(*kmsg.BrokerRegistrationResponse).ErrorCode
+			return c.toControllerRetry(t, cl, req, regCode).(*kmsg.BrokerRegistrationResponse).ErrorCode
 		}
 	}
 	describeConfigs := func(topic string) func() int16 {
@@ -156,7 +156,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		return func() int16 {
 			req := kmsg.NewPtrUnregisterBrokerRequest()
 			req.BrokerID = id
-			return toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode }).(*kmsg.UnregisterBrokerResponse).ErrorCode
+			return c.toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode }).(*kmsg.UnregisterBrokerResponse).ErrorCode
 		}
 	}
 

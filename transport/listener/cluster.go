@@ -128,7 +128,10 @@ func (l *Listener) clusterOf(im *fsm.Image, includeFenced, voters, dataBrokers b
 
 // liveBroker is the controller a client is told of where it is given the
 // brokers: the unfenced data broker with the lowest id, -1 when there is
-// none. It forwards what only the controller answers.
+// none. It forwards what only the controller answers. A broker agent
+// names the same one, unless it is live itself (broker.Agent's
+// clientControllerLocked): any live broker serves as the client's
+// controller.
 func (c cluster) liveBroker() int32 {
 	for _, n := range c.nodes {
 		if !n.voter && !n.fenced {

@@ -18,14 +18,14 @@ import (
 // finalizedMetadataVersion asks a voter's listener with ApiVersions v3
 // for the finalized metadata.version, and checks the supported range it
 // reports.
-func finalizedMetadataVersion(t *testing.T, cl *kgo.Client, voter int32) int16 {
+func (c *testCluster) finalizedMetadataVersion(t *testing.T, cl *kgo.Client, voter int32) int16 {
 	t.Helper()
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.SetVersion(3)
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := cl.Broker(int(voter)).Request(ctx, req)
+	resp, err := c.voterBroker(t, cl, voter).Request(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,9 +53,9 @@ func updateFeaturesRequest(level int16, upgradeType int8, validateOnly bool) *km
 	return req
 }
 
-func updateFeatures(t *testing.T, cl *kgo.Client, req *kmsg.UpdateFeaturesRequest) kmsg.UpdateFeaturesResponseResult {
+func (c *testCluster) updateFeatures(t *testing.T, cl *kgo.Client, req *kmsg.UpdateFeaturesRequest) kmsg.UpdateFeaturesResponseResult {
 	t.Helper()
-	resp := toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.UpdateFeaturesResponse).ErrorCode }).(*kmsg.UpdateFeaturesResponse)
+	resp := c.toControllerRetry(t, cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.UpdateFeaturesResponse).ErrorCode }).(*kmsg.UpdateFeaturesResponse)
 	if resp.ErrorCode != 0 || len(resp.Results) != 1 {
 		t.Fatalf("UpdateFeatures: %v %v, %d results", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage, len(resp.Results))
 	}
@@ -86,15 +86,15 @@ func TestUpdateFeatures(t *testing.T) {
 	v1.SetMaxKeyVersion(57, 1)
 	cl := c.client(kgo.MaxVersions(v1))
 	for _, id := range c.ids {
-		if l := finalizedMetadataVersion(t, cl, id); l != 1 {
+		if l := c.finalizedMetadataVersion(t, cl, id); l != 1 {
 			t.Fatalf("voter %d: finalized %d, want 1", id, l)
 		}
 	}
 	b := c.startBroker(1)
-	wantRefused(t, updateFeatures(t, cl, updateFeaturesRequest(2, 1, false)), "broker 1 supports metadata.version 1 to 1")
+	wantRefused(t, c.updateFeatures(t, cl, updateFeaturesRequest(2, 1, false)), "broker 1 supports metadata.version 1 to 1")
 
 	b.features.Store(true) // the broker runs a build that reads level 2
-	if r := updateFeatures(t, cl, updateFeaturesRequest(2, 1, true)); r.ErrorCode != 0 {
+	if r := c.updateFeatures(t, cl, updateFeaturesRequest(2, 1, true)); r.ErrorCode != 0 {
 		t.Fatalf("validate-only upgrade: %v %v", kerr.ErrorForCode(r.ErrorCode), *r.ErrorMessage)
 	}
 	c.view(0, func(im *fsm.Image) {
@@ -102,20 +102,20 @@ func TestUpdateFeatures(t *testing.T) {
 			t.Fatal("a validate-only upgrade changed the level")
 		}
 	})
-	if r := updateFeatures(t, cl, updateFeaturesRequest(2, 1, false)); r.ErrorCode != 0 {
+	if r := c.updateFeatures(t, cl, updateFeaturesRequest(2, 1, false)); r.ErrorCode != 0 {
 		t.Fatalf("upgrade: %v %v", kerr.ErrorForCode(r.ErrorCode), *r.ErrorMessage)
 	}
 	c.converged(30 * time.Second)
 	for _, id := range c.ids {
-		if l := finalizedMetadataVersion(t, cl, id); l != 2 {
+		if l := c.finalizedMetadataVersion(t, cl, id); l != 2 {
 			t.Fatalf("voter %d: finalized %d after the upgrade, want 2", id, l)
 		}
 	}
-	wantRefused(t, updateFeatures(t, cl, updateFeaturesRequest(1, 2, false)), "refusing to downgrade")
+	wantRefused(t, c.updateFeatures(t, cl, updateFeaturesRequest(1, 2, false)), "refusing to downgrade")
 
 	// Version 2 answers with the request's error alone.
 	req := updateFeaturesRequest(1, 3, false)
-	resp := toControllerRetry(t, c.client(), req, func(r kmsg.Response) int16 { return r.(*kmsg.UpdateFeaturesResponse).ErrorCode }).(*kmsg.UpdateFeaturesResponse)
+	resp := c.toControllerRetry(t, c.client(), req, func(r kmsg.Response) int16 { return r.(*kmsg.UpdateFeaturesResponse).ErrorCode }).(*kmsg.UpdateFeaturesResponse)
 	if resp.ErrorCode != kerr.InvalidUpdateVersion.Code || len(resp.Results) != 0 {
 		t.Fatalf("v2 unsafe downgrade: %v, %d results", kerr.ErrorForCode(resp.ErrorCode), len(resp.Results))
 	}

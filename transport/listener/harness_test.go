@@ -443,29 +443,67 @@ func (c *testCluster) admin(opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
 	return cl, kadm.NewClient(cl)
 }
 
-// toController sends a request to the node Metadata names as controller,
-// the way a broker agent does with requests kgo does not route itself.
-func toController(ctx context.Context, cl *kgo.Client, req kmsg.Request) (kmsg.Response, error) {
-	mreq := kmsg.NewPtrMetadataRequest()
-	mreq.Topics = []kmsg.MetadataRequestTopic{}
-	mresp, err := mreq.RequestWith(ctx, cl)
+// toController sends a request to the active controller on cl's seed
+// broker at its address: kgo pinned to the voter, with the request's
+// broker chosen here, as a broker agent sends to the active controller
+// it found. A voter's Metadata names a broker as controller, so kgo's
+// own routing would not reach a voter.
+func (c *testCluster) toController(ctx context.Context, cl *kgo.Client, req kmsg.Request) (kmsg.Response, error) {
+	b, err := c.findController(cl)
 	if err != nil {
 		return nil, err
 	}
-	if mresp.ControllerID < 0 {
-		return nil, errors.New("no active controller known")
+	return b.Request(ctx, req)
+}
+
+// findController returns cl's seed broker at the voter whose controller
+// is active.
+func (c *testCluster) findController(cl *kgo.Client) (*kgo.Broker, error) {
+	addrs, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+	seeds := cl.SeedBrokers()
+	if len(addrs) != len(seeds) {
+		return nil, fmt.Errorf("%d seed addresses, %d seed brokers", len(addrs), len(seeds))
 	}
-	return cl.Broker(int(mresp.ControllerID)).Request(ctx, req)
+	nodes, _ := c.snapshot()
+	for i, n := range nodes {
+		if n == nil {
+			continue
+		}
+		if ok, _ := n.Controller.Active(); !ok {
+			continue
+		}
+		if j := slices.Index(addrs, c.peers[i].addr()); j >= 0 {
+			return seeds[j], nil
+		}
+		return nil, fmt.Errorf("active controller %d at %s is not a seed", c.ids[i], c.peers[i].addr())
+	}
+	return nil, errors.New("no active controller")
+}
+
+// voterBroker returns cl's seed broker at voter id's listener: a voter's
+// Metadata lists the brokers, not the voters, so kgo knows a voter only
+// as a seed.
+func (c *testCluster) voterBroker(t testing.TB, cl *kgo.Client, id int32) *kgo.Broker {
+	t.Helper()
+	addrs, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+	seeds := cl.SeedBrokers()
+	for _, p := range c.peers {
+		if i := slices.Index(addrs, p.addr()); p.NodeID == id && i >= 0 && i < len(seeds) {
+			return seeds[i]
+		}
+	}
+	t.Fatalf("voter %d is not a seed of the client (%v)", id, addrs)
+	return nil
 }
 
 // toControllerRetry retries toController while the answer is
 // NOT_CONTROLLER or the request failed outright (leadership moving).
-func toControllerRetry(t testing.TB, cl *kgo.Client, req kmsg.Request, code func(kmsg.Response) int16) kmsg.Response {
+func (c *testCluster) toControllerRetry(t testing.TB, cl *kgo.Client, req kmsg.Request, code func(kmsg.Response) int16) kmsg.Response {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		resp, err := toController(ctx, cl, req)
+		resp, err := c.toController(ctx, cl, req)
 		cancel()
 		if err == nil && code(resp) != kerr.NotController.Code {
 			return resp
@@ -499,6 +537,8 @@ type testBroker struct {
 	// got no answer or an error other than NOT_CONTROLLER (leadership
 	// moving, which a broker retries).
 	hbOK, hbFailed atomic.Int64
+	// served counts the requests clients sent to the broker's endpoint.
+	served atomic.Int64
 	// hbErrors holds why each failed heartbeat failed, the first 20.
 	hbErrMu  sync.Mutex
 	hbErrors []string
@@ -530,11 +570,9 @@ func (c *testCluster) startBroker(id int32) *testBroker {
 			}
 		},
 		Handler: kafkawire.HandlerFunc(func(ctx context.Context, conn *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
-			_, ls := c.snapshot()
-			for _, l := range ls {
-				if l != nil {
-					return l.Handle(ctx, conn, req)
-				}
+			b.served.Add(1)
+			if l := c.servingListener(); l != nil {
+				return l.Handle(ctx, conn, req)
 			}
 			return nil, errors.New("no voter running")
 		})})
@@ -543,7 +581,7 @@ func (c *testCluster) startBroker(id int32) *testBroker {
 	c.mu.Lock()
 	c.brokers[id] = b
 	c.mu.Unlock()
-	resp := toControllerRetry(c.t, b.cl, b.registration(), func(r kmsg.Response) int16 { return r.(*kmsg.BrokerRegistrationResponse).ErrorCode })
+	resp := c.toControllerRetry(c.t, b.cl, b.registration(), func(r kmsg.Response) int16 { return r.(*kmsg.BrokerRegistrationResponse).ErrorCode })
 	rr := resp.(*kmsg.BrokerRegistrationResponse)
 	if rr.ErrorCode != 0 {
 		c.t.Fatalf("register broker %d: %v", id, kerr.ErrorForCode(rr.ErrorCode))
@@ -551,6 +589,27 @@ func (c *testCluster) startBroker(id int32) *testBroker {
 	b.epoch.Store(rr.BrokerEpoch)
 	go b.heartbeats()
 	return b
+}
+
+// servingListener is the listener a test broker hands its clients'
+// requests to, as a broker forwards to the active controller: the active
+// controller's, else (leadership moving) any running one, nil when none
+// runs.
+func (c *testCluster) servingListener() *Listener {
+	nodes, ls := c.snapshot()
+	var any *Listener
+	for i, l := range ls {
+		if l == nil {
+			continue
+		}
+		if ok, _ := nodes[i].Controller.Active(); ok {
+			return l
+		}
+		if any == nil {
+			any = l
+		}
+	}
+	return any
 }
 
 func (b *testBroker) registration() *kmsg.BrokerRegistrationRequest {
@@ -592,6 +651,9 @@ func (b *testBroker) heartbeats() {
 	defer close(b.done)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	// ctrl is the active controller, kept until a heartbeat to it fails
+	// or is answered NOT_CONTROLLER, as a broker agent keeps it.
+	var ctrl *kgo.Broker
 	for {
 		select {
 		case <-b.stopc:
@@ -603,13 +665,24 @@ func (b *testBroker) heartbeats() {
 		req.CurrentMetadataOffset = b.appliedOffset()
 		req.WantFence, req.WantShutdown = b.wantFence.Load(), b.wantShutdown.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		resp, err := toController(ctx, b.cl, req)
+		var resp kmsg.Response
+		var err error
+		if ctrl == nil {
+			ctrl, err = b.c.findController(b.cl)
+		}
+		if err == nil {
+			resp, err = ctrl.Request(ctx, req)
+		}
 		cancel()
 		if err != nil {
+			ctrl = nil
 			b.heartbeatFailed(err)
 			continue
 		}
 		hb := resp.(*kmsg.BrokerHeartbeatResponse)
+		if hb.ErrorCode == kerr.NotController.Code {
+			ctrl = nil
+		}
 		switch hb.ErrorCode {
 		case 0:
 			b.hbOK.Add(1)

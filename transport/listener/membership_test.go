@@ -112,7 +112,7 @@ func describeQuorumReq() *kmsg.DescribeQuorumRequest {
 func (c *testCluster) quorumOf(t *testing.T) kmsg.DescribeQuorumResponseTopicPartition {
 	t.Helper()
 	cl := c.client()
-	resp := toControllerRetry(t, cl, describeQuorumReq(), func(r kmsg.Response) int16 { return r.(*kmsg.DescribeQuorumResponse).ErrorCode })
+	resp := c.toControllerRetry(t, cl, describeQuorumReq(), func(r kmsg.Response) int16 { return r.(*kmsg.DescribeQuorumResponse).ErrorCode })
 	qr := resp.(*kmsg.DescribeQuorumResponse)
 	if qr.ErrorCode != 0 || len(qr.Topics) != 1 || len(qr.Topics[0].Partitions) != 1 {
 		t.Fatalf("DescribeQuorum: %+v", qr)

@@ -39,12 +39,22 @@ var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_
 //
 // Topics being deleted are not listed (Kafka's brokers drop them from
 // their cache as soon as deletion starts).
+//
+// The broker list is the live brokers with a live broker as controller,
+// as a broker answers; only while no live broker exists are the voters
+// listed instead, with the active one as controller (see the package
+// comment).
 func (l *Listener) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	v := req.Version
-	ctrl := l.activeID()
+	active := l.activeID()
 	l.node.FSM.View(func(im *fsm.Image) {
-		c := l.clusterOf(im, false, true, true)
+		c := l.clusterOf(im, false, false, true)
+		ctrl := c.liveBroker()
+		if ctrl < 0 {
+			c = l.clusterOf(im, false, true, false)
+			ctrl = active
+		}
 		for _, n := range c.nodes {
 			b := kmsg.NewMetadataResponseBroker()
 			b.NodeID, b.Host, b.Port, b.Rack = n.id, n.host, n.port, n.rack

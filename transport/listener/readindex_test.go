@@ -17,7 +17,9 @@ func TestStandbyReadsAfterActiveRestart(t *testing.T) {
 	c := newTestCluster(t, clusterOpts{})
 	c.startBrokers(3)
 	c.waitBrokers(3)
-	_, adm := c.admin()
+	// Created at the active controller itself, found as a broker finds
+	// it: a voter's Metadata names a broker as controller.
+	cl := c.client()
 	ctx := ctxT(t)
 	sees := func(i int, topic string) bool {
 		req := kmsg.NewPtrMetadataRequest()
@@ -37,8 +39,12 @@ func TestStandbyReadsAfterActiveRestart(t *testing.T) {
 		for k := range 5 {
 			topic := fmt.Sprintf("ri-%d-%d", round, k)
 			waitFor(t, 30*time.Second, "the creation of "+topic, func() bool {
-				res, err := adm.CreateTopics(ctx, 1, 1, nil, topic)
-				return err == nil && res.Error() == nil
+				req := kmsg.NewPtrCreateTopicsRequest()
+				rt := kmsg.NewCreateTopicsRequestTopic()
+				rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+				req.Topics, req.TimeoutMillis = append(req.Topics, rt), 10_000
+				resp, err := c.toController(ctx, cl, req)
+				return err == nil && resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode == 0
 			})
 			for i := range c.ids {
 				if i != active && !sees(i, topic) {

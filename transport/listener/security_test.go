@@ -387,7 +387,7 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 			req.Resources = append(req.Resources, rr)
 		}
 		cl, _ := c.bareClient(t, scram256("alice", "alice-pw"))
-		resp, err := cl.Broker(int(c.ids[standby])).Request(ctx, req)
+		resp, err := c.voterBroker(t, cl, c.ids[standby]).Request(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +494,7 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 		}{
 			{"ListPartitionReassignments", "Describe", func() (int16, error) {
 				req := kmsg.NewPtrListPartitionReassignmentsRequest()
-				resp := toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode })
+				resp := c.toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode })
 				return resp.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode, nil
 			}},
 			{"AlterPartitionAssignments", "Alter", func() (int16, error) {
@@ -505,7 +505,7 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 				rp.Partition, rp.Replicas = 0, slices.Clone(secret.Replicas)
 				rt.Topic, rt.Partitions = "secret", append(rt.Partitions, rp)
 				req.Topics = append(req.Topics, rt)
-				resp := toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode })
+				resp := c.toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode })
 				r := resp.(*kmsg.AlterPartitionAssignmentsResponse)
 				if r.ErrorCode == 0 {
 					if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 || r.Topics[0].Partitions[0].ErrorCode != 0 {
@@ -519,7 +519,7 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 				rt := kmsg.NewElectLeadersRequestTopic()
 				rt.Topic, rt.Partitions = "secret", []int32{0}
 				req.Topics = append(req.Topics, rt)
-				resp := toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.ElectLeadersResponse).ErrorCode })
+				resp := c.toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.ElectLeadersResponse).ErrorCode })
 				r := resp.(*kmsg.ElectLeadersResponse)
 				if r.ErrorCode == 0 {
 					// The preferred replica leads already.
@@ -535,7 +535,7 @@ func TestSASLAuthenticationAndAuthorization(t *testing.T) {
 				ln := kmsg.NewBrokerRegistrationRequestListener()
 				ln.Name, ln.Host, ln.Port = "PLAINTEXT", "127.0.0.1", 9
 				req.Listeners = append(req.Listeners, ln)
-				resp := toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.BrokerRegistrationResponse).ErrorCode })
+				resp := c.toControllerRetry(t, ops, req, func(r kmsg.Response) int16 { return r.(*kmsg.BrokerRegistrationResponse).ErrorCode })
 				r := resp.(*kmsg.BrokerRegistrationResponse)
 				if r.ErrorCode == 0 && r.BrokerEpoch <= 0 {
 					return 0, fmt.Errorf("registered with broker epoch %d", r.BrokerEpoch)

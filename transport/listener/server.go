@@ -5,24 +5,34 @@
 // request maps onto a method of the node's controller, or, for reads, onto
 // the voter's committed image.
 //
-// Node ids. A Metadata answer lists the controller voters and the data
-// brokers in one broker list, and a client routes by those ids, so the
-// two must not collide. DescribeCluster lists one kind only: the voters
-// for endpoint type 2 (KIP-919's --bootstrap-controller), with the active
-// one as controller, and the data brokers otherwise, with a live broker
-// as controller, as a broker answers. The rule: the listener reports
-// each voter under its voter (raft) id, and a deployment picks voter ids
-// disjoint from broker ids (1001–1003 in dev, brokers from 1). A broker
-// registering with a voter's id is refused; if one is found in the image
-// anyway, the voter keeps the id in the broker list and a warning is
-// logged. Partition leaders and replicas are always data broker ids.
+// Brokers serve clients; voters serve brokers. A voter's Metadata answer
+// is a broker's: the live, unfenced data brokers, with a live broker (the
+// lowest id) as ControllerId, so that a client bootstrapped at a voter
+// sends its broker requests (FindCoordinator, InitProducerId, broker
+// configs) and its admin requests to brokers, which forward what only the
+// controller answers. Only while no live broker exists (a new, empty
+// cluster, or every broker fenced) does Metadata list the voters instead,
+// with the active one as controller, so that admin tools can still
+// bootstrap an empty cluster; Kafka's controllers serve no Metadata to
+// clients at all. Operators reach the voters themselves through
+// DescribeCluster with endpoint type 2 (KIP-919's --bootstrap-controller),
+// which names the voters with the active one as controller;
+// transport/kafkaclient finds the active controller that way. Endpoint
+// type 1 lists the data brokers with a live broker as controller.
+//
+// Node ids. The listener reports each voter under its voter (raft) id, and
+// a deployment picks voter ids disjoint from broker ids (1001–1003 in dev,
+// brokers from 1), so that the two kinds of answer never name one id for
+// two nodes. A broker registering with a voter's id is refused; if one is
+// found in the image anyway, it is left out of the broker list and a
+// warning is logged. Partition leaders and replicas are always data broker
+// ids.
 //
 // Standby voters. Only the active controller changes anything. Every other
 // voter answers each mutation with NOT_CONTROLLER (retriable) and names the
-// active one as ControllerID in Metadata (and DescribeCluster of the
-// controllers), listing it in
-// the broker list with its address from Config.Peers, so a client that
-// follows ControllerID (kgo sends every admin request there) reroutes by
+// active one as ControllerID in DescribeCluster of the controllers (and
+// in Metadata while no live broker exists), listing it with its address
+// from Config.Peers, so a client that follows ControllerID reroutes by
 // itself. The config mutations (IncrementalAlterConfigs, AlterConfigs) are
 // the exception: clients send them to any broker and do not retry them on
 // NOT_CONTROLLER, so a standby forwards them to the active controller in

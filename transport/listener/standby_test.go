@@ -15,11 +15,12 @@ import (
 )
 
 // TestStandbyRedirects checks what a voter that is not the active
-// controller answers: NOT_CONTROLLER for every mutation, the active node
-// as controller in Metadata and DescribeCluster (listed with its
-// address), and config changes forwarded to the active node. A client
-// seeded with the standby alone then reaches the active controller by
-// itself.
+// controller answers: NOT_CONTROLLER for every mutation, the live brokers
+// with a broker as controller in Metadata, the active node as controller
+// in DescribeCluster of the controllers (listed with its address), and
+// config changes forwarded to the active node. A client seeded with the
+// standby alone then reaches the active controller by itself, through
+// the brokers.
 func TestStandbyRedirects(t *testing.T) {
 	c := newTestCluster(t, clusterOpts{stable: true})
 	c.startBrokers(3)
@@ -110,7 +111,7 @@ func TestStandbyRedirects(t *testing.T) {
 		}
 	})
 
-	t.Run("metadata names the active controller", func(t *testing.T) {
+	t.Run("metadata names a broker, describe cluster the active controller", func(t *testing.T) {
 		mreq := kmsg.NewPtrMetadataRequest()
 		mreq.SetVersion(mreq.MaxVersion())
 		resp, err := call(ctx, sbAddr, "test", mreq)
@@ -118,14 +119,10 @@ func TestStandbyRedirects(t *testing.T) {
 			t.Fatal(err)
 		}
 		md := resp.(*kmsg.MetadataResponse)
-		if md.ControllerID != activeID {
-			t.Fatalf("controller %d, want %d", md.ControllerID, activeID)
+		if ids := metadataIDs(md); md.ControllerID != 1 || !slices.Equal(ids, []int32{1, 2, 3}) {
+			t.Fatalf("metadata: brokers %v controller %d, want brokers [1 2 3] controller 1", ids, md.ControllerID)
 		}
 		want := c.peers[active]
-		i := slices.IndexFunc(md.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == activeID })
-		if i < 0 || md.Brokers[i].Host != want.Host || md.Brokers[i].Port != want.Port {
-			t.Fatalf("active controller not listed at %s: %+v", want.addr(), md.Brokers)
-		}
 		dreq := kmsg.NewPtrDescribeClusterRequest()
 		dreq.SetVersion(dreq.MaxVersion())
 		dreq.EndpointType = 2 // the controllers
@@ -245,10 +242,12 @@ type standbyCase struct {
 
 // TestLeaderNamesItselfOnlyOnceActive checks the window between raft
 // leadership and an active controller: the leader's image may still miss
-// entries its predecessor committed, so its Metadata and DescribeCluster
-// answers name no controller (clients ask again) instead of presenting
-// that image as the active controller's. Once the controller is active
-// again it names itself, and its image holds what was committed before.
+// entries its predecessor committed, so its DescribeCluster answer for
+// the controllers names no controller (clients ask again) instead of
+// presenting that image as the active controller's. Once the controller
+// is active again it names itself, and its image holds what was
+// committed before. Its Metadata names a live broker throughout, never
+// a voter.
 func TestLeaderNamesItselfOnlyOnceActive(t *testing.T) {
 	c := newTestCluster(t, clusterOpts{stable: true})
 	c.startBrokers(3)
@@ -291,18 +290,19 @@ func TestLeaderNamesItselfOnlyOnceActive(t *testing.T) {
 			return moved
 		})
 		md := l.metadata(kmsg.NewPtrMetadataRequest())
+		activeDC := l.describeCluster(dc)
 		if moved || !c.raftHeld(lead.i, lead.term) {
 			t.Logf("leadership of voter %d (term %d) moved while its controller activated: again", c.ids[lead.i], lead.term)
 			continue
 		}
-		if idleMD.ControllerID != -1 {
-			t.Errorf("Metadata from a leader whose controller is idle names controller %d, want -1", idleMD.ControllerID)
+		if idleMD.ControllerID != 1 || md.ControllerID != 1 {
+			t.Errorf("Metadata names controller %d while idle, %d once active, want the live broker 1 both times", idleMD.ControllerID, md.ControllerID)
 		}
 		if idleDC.ControllerID != -1 {
 			t.Errorf("DescribeCluster from a leader whose controller is idle names controller %d, want -1", idleDC.ControllerID)
 		}
-		if md.ControllerID != c.ids[lead.i] {
-			t.Fatalf("an active controller names %d, want itself (%d)", md.ControllerID, c.ids[lead.i])
+		if activeDC.ControllerID != c.ids[lead.i] {
+			t.Fatalf("an active controller names %d, want itself (%d)", activeDC.ControllerID, c.ids[lead.i])
 		}
 		if !slices.ContainsFunc(md.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && *t.Topic == "kept" }) {
 			t.Errorf("the active controller's Metadata lacks the committed topic: %+v", md.Topics)

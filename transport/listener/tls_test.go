@@ -120,35 +120,35 @@ func TestTLSBrokerIdentity(t *testing.T) {
 	ln := kmsg.NewBrokerRegistrationRequestListener()
 	ln.Name, ln.Host, ln.Port = "PLAINTEXT", "127.0.0.1", 9
 	reg.Listeners = append(reg.Listeners, ln)
-	if got := toControllerRetry(t, b2.cl, reg, func(r kmsg.Response) int16 { return r.(*kmsg.BrokerRegistrationResponse).ErrorCode }); got.(*kmsg.BrokerRegistrationResponse).ErrorCode != caf {
+	if got := c.toControllerRetry(t, b2.cl, reg, func(r kmsg.Response) int16 { return r.(*kmsg.BrokerRegistrationResponse).ErrorCode }); got.(*kmsg.BrokerRegistrationResponse).ErrorCode != caf {
 		t.Fatalf("registration as broker 3 with broker 2's certificate: %v", kerr.ErrorForCode(got.(*kmsg.BrokerRegistrationResponse).ErrorCode))
 	}
 	// Heartbeat as broker 1 (registered, so only the certificate refuses it).
 	hb := kmsg.NewPtrBrokerHeartbeatRequest()
 	hb.BrokerID, hb.BrokerEpoch = 1, c.broker(1).epoch.Load()
-	hresp := toControllerRetry(t, b2.cl, hb, heartbeatCode).(*kmsg.BrokerHeartbeatResponse)
+	hresp := c.toControllerRetry(t, b2.cl, hb, heartbeatCode).(*kmsg.BrokerHeartbeatResponse)
 	if hresp.ErrorCode != caf || !hresp.IsFenced {
 		t.Fatalf("heartbeat as broker 1 with broker 2's certificate: %v fenced=%v", kerr.ErrorForCode(hresp.ErrorCode), hresp.IsFenced)
 	}
 	ap := kmsg.NewPtrAlterPartitionRequest()
 	ap.BrokerID, ap.BrokerEpoch = 1, c.broker(1).epoch.Load()
-	if got := toControllerRetry(t, b2.cl, ap, func(r kmsg.Response) int16 { return r.(*kmsg.AlterPartitionResponse).ErrorCode }); got.(*kmsg.AlterPartitionResponse).ErrorCode != caf {
+	if got := c.toControllerRetry(t, b2.cl, ap, func(r kmsg.Response) int16 { return r.(*kmsg.AlterPartitionResponse).ErrorCode }); got.(*kmsg.AlterPartitionResponse).ErrorCode != caf {
 		t.Fatalf("AlterPartition as broker 1: %v", kerr.ErrorForCode(got.(*kmsg.AlterPartitionResponse).ErrorCode))
 	}
 	ub := kmsg.NewPtrUnregisterBrokerRequest()
 	ub.BrokerID = 1
-	if got := toControllerRetry(t, b2.cl, ub, func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode }); got.(*kmsg.UnregisterBrokerResponse).ErrorCode != caf {
+	if got := c.toControllerRetry(t, b2.cl, ub, func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode }); got.(*kmsg.UnregisterBrokerResponse).ErrorCode != caf {
 		t.Fatalf("UnregisterBroker as broker 1: %v", kerr.ErrorForCode(got.(*kmsg.UnregisterBrokerResponse).ErrorCode))
 	}
 	// The admin certificate names no broker.
 	admin := c.client()
 	hb2 := kmsg.NewPtrBrokerHeartbeatRequest()
 	hb2.BrokerID, hb2.BrokerEpoch = 2, b2.epoch.Load()
-	if got := toControllerRetry(t, admin, hb2, heartbeatCode); heartbeatCode(got) != caf {
+	if got := c.toControllerRetry(t, admin, hb2, heartbeatCode); heartbeatCode(got) != caf {
 		t.Fatalf("heartbeat as broker 2 with the admin certificate: %v", kerr.ErrorForCode(heartbeatCode(got)))
 	}
 	// Broker 2 as itself is served.
-	if got := toControllerRetry(t, b2.cl, hb2, heartbeatCode).(*kmsg.BrokerHeartbeatResponse); got.ErrorCode != 0 || got.IsFenced {
+	if got := c.toControllerRetry(t, b2.cl, hb2, heartbeatCode).(*kmsg.BrokerHeartbeatResponse); got.ErrorCode != 0 || got.IsFenced {
 		t.Fatalf("broker 2's own heartbeat: %v fenced=%v", kerr.ErrorForCode(got.ErrorCode), got.IsFenced)
 	}
 	// Nothing of the refused requests reached the image.
@@ -259,7 +259,7 @@ func TestTLSRotation(t *testing.T) {
 	fresh := c.client(c.brokerTLS(1)...)
 	hb := kmsg.NewPtrBrokerHeartbeatRequest()
 	hb.BrokerID, hb.BrokerEpoch = 1, c.broker(1).epoch.Load()
-	if got := toControllerRetry(t, fresh, hb, heartbeatCode).(*kmsg.BrokerHeartbeatResponse); got.ErrorCode != 0 {
+	if got := c.toControllerRetry(t, fresh, hb, heartbeatCode).(*kmsg.BrokerHeartbeatResponse); got.ErrorCode != 0 {
 		t.Fatalf("broker 1 with its new certificate: %v", kerr.ErrorForCode(got.ErrorCode))
 	}
 	c.view(c.active(10*time.Second), func(im *fsmImage) {

@@ -122,7 +122,7 @@ func TestOldClients(t *testing.T) {
 			for _, mt := range md.Topics {
 				names[*mt.Topic] = mt
 			}
-			if len(md.Brokers) != 6 || !slices.ContainsFunc(md.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == md.ControllerID }) && v >= 1 {
+			if len(md.Brokers) != 3 || !slices.ContainsFunc(md.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == md.ControllerID }) && v >= 1 {
 				t.Fatalf("v%d: brokers %+v controller %d", v, md.Brokers, md.ControllerID)
 			}
 			if v >= 2 && (md.ClusterID == nil || *md.ClusterID != testClusterID) {
