@@ -259,22 +259,13 @@ func (c *Config) prepare(dir string) error {
 // cluster: controlled shutdown, broker failure, failover.
 func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector, phase func(string, ...any)) error {
 	obs := &roundObserver{}
-	c, err := newCluster(dir, cfg.SessionTimeout, obs, cfg.Logger)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c, err := startWithBrokers(wctx, cfg, dir, obs)
 	if err != nil {
 		return err
 	}
 	defer c.shutdown()
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, _, err := c.active(wctx); err != nil {
-		return err
-	}
-	for id := int32(1); id <= int32(cfg.Brokers); id++ {
-		c.startBroker(id, 1)
-	}
-	if err := c.waitBrokersLive(wctx, int32(cfg.Brokers)); err != nil {
-		return err
-	}
 	_, node, err := c.active(wctx)
 	if err != nil {
 		return err
@@ -287,17 +278,9 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 
 	lctx, lcancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer lcancel()
-	last := time.Now()
-	loadStart := time.Now()
-	if err := loadImage(lctx, c, n, int32(cfg.Brokers), func(done int) {
-		if time.Since(last) >= cfg.ProgressEvery {
-			last = time.Now()
-			phase("  loading the image: %d/%d partitions", done, n)
-		}
-	}); err != nil {
+	if err := loadWithProgress(lctx, c, cfg, n, phase); err != nil {
 		return err
 	}
-	phase("  image of %d partitions on three voters in %v", n, time.Since(loadStart).Round(time.Millisecond))
 
 	// Controlled shutdown of broker 1.
 	_, node, err = c.active(wctx)

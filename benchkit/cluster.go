@@ -316,3 +316,42 @@ func ledBy(n *controller.Node, b int32) int {
 	})
 	return led
 }
+
+// startWithBrokers starts a cluster in dir, waits within ctx for an
+// active controller, then starts cfg.Brokers simulated brokers and waits
+// until all are live.
+func startWithBrokers(ctx context.Context, cfg Config, dir string, obs controller.Observer) (*cluster, error) {
+	c, err := newCluster(dir, cfg.SessionTimeout, obs, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := c.active(ctx); err != nil {
+		c.shutdown()
+		return nil, err
+	}
+	for id := int32(1); id <= int32(cfg.Brokers); id++ {
+		c.startBroker(id, 1)
+	}
+	if err := c.waitBrokersLive(ctx, int32(cfg.Brokers)); err != nil {
+		c.shutdown()
+		return nil, err
+	}
+	return c, nil
+}
+
+// loadWithProgress loads an image of n partitions over cfg.Brokers
+// brokers, saying how far it got every cfg.ProgressEvery and how long it
+// took.
+func loadWithProgress(ctx context.Context, c *cluster, cfg Config, n int, phase func(string, ...any)) error {
+	last, start := time.Now(), time.Now()
+	if err := loadImage(ctx, c, n, int32(cfg.Brokers), func(done int) {
+		if time.Since(last) >= cfg.ProgressEvery {
+			last = time.Now()
+			phase("  loading the image: %d/%d partitions", done, n)
+		}
+	}); err != nil {
+		return err
+	}
+	phase("  image of %d partitions on three voters in %v", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -59,22 +59,13 @@ func RunMembership(ctx context.Context, cfg Config) (Report, error) {
 }
 
 func membershipAt(ctx context.Context, cfg Config, dir string, n int, col *collector, phase func(string, ...any)) error {
-	c, err := newCluster(dir, cfg.SessionTimeout, nil, cfg.Logger)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c, err := startWithBrokers(wctx, cfg, dir, nil)
 	if err != nil {
 		return err
 	}
 	defer c.shutdown()
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, _, err := c.active(wctx); err != nil {
-		return err
-	}
-	for id := int32(1); id <= int32(cfg.Brokers); id++ {
-		c.startBroker(id, 1)
-	}
-	if err := c.waitBrokersLive(wctx, int32(cfg.Brokers)); err != nil {
-		return err
-	}
 	_, node, err := c.active(wctx)
 	if err != nil {
 		return err
@@ -85,16 +76,9 @@ func membershipAt(ctx context.Context, cfg Config, dir string, n int, col *colle
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer lcancel()
-	last, loadStart := time.Now(), time.Now()
-	if err := loadImage(lctx, c, n, int32(cfg.Brokers), func(done int) {
-		if time.Since(last) >= cfg.ProgressEvery {
-			last = time.Now()
-			phase("  loading the image: %d/%d partitions", done, n)
-		}
-	}); err != nil {
+	if err := loadWithProgress(lctx, c, cfg, n, phase); err != nil {
 		return err
 	}
-	phase("  image of %d partitions on three voters in %v", n, time.Since(loadStart).Round(time.Millisecond))
 
 	_, node, err = c.active(wctx)
 	if err != nil {

@@ -20,22 +20,13 @@ import (
 // factor 3 through the voters' Kafka listeners with a Kafka client
 // (franz-go), TopicsPerRequest per CreateTopics, InFlight at once.
 func topicCreation(ctx context.Context, cfg Config, dir string, col *collector, phase func(string, ...any)) error {
-	c, err := newCluster(dir, cfg.SessionTimeout, nil, cfg.Logger)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c, err := startWithBrokers(wctx, cfg, dir, nil)
 	if err != nil {
 		return err
 	}
 	defer c.shutdown()
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, _, err := c.active(wctx); err != nil {
-		return err
-	}
-	for id := int32(1); id <= int32(cfg.Brokers); id++ {
-		c.startBroker(id, 1)
-	}
-	if err := c.waitBrokersLive(wctx, int32(cfg.Brokers)); err != nil {
-		return err
-	}
 	addrs, err := freeAddrs(3)
 	if err != nil {
 		return err
