@@ -333,7 +333,8 @@ func RunData(ctx context.Context, cfg DataConfig) (*DataReport, error) {
 			target = b
 		}
 	}
-	rep.ShutdownLed = len(led(target))
+	shutdownLed := led(target)
+	rep.ShutdownLed = len(shutdownLed)
 	progress("data: controlled shutdown of broker %d, leader of %d partitions", target, rep.ShutdownLed)
 	from = time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.SessionTimeout+30*time.Second)
@@ -343,7 +344,12 @@ func RunData(ctx context.Context, cfg DataConfig) (*DataReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlled shutdown of broker %d: %w", target, err)
 	}
-	time.Sleep(time.Second)
+	// The window closes once every partition the broker led has taken a
+	// produce at its new leader: what the shutdown could have failed has
+	// been tried by then, however slow the machine.
+	if err := waitAll(shutdownLed, time.Now(), 2*cfg.SessionTimeout+30*time.Second); err != nil {
+		return nil, err
+	}
 	rep.ShutdownProduces, rep.ShutdownFailed, _ = window(from, time.Now())
 	return rep, nil
 }
