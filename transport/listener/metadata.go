@@ -3,10 +3,12 @@ package listener
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"strings"
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
 
 // Authorized-operation bitfields for a cluster without an authorizer:
@@ -29,6 +31,10 @@ func opsBits(ops ...kmsg.ACLOperation) int32 {
 	return b
 }
 
+// brokerAgentClientID starts the client id of a broker agent's
+// connections to the controllers (broker.Agent's control client).
+const brokerAgentClientID = "ctrlquorum-broker-"
+
 // internalTopics are the topics Kafka itself creates and flags internal.
 var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
 
@@ -43,15 +49,19 @@ var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_
 // The broker list is the live brokers with a live broker as controller,
 // as a broker answers; only while no live broker exists are the voters
 // listed instead, with the active one as controller (see the package
-// comment).
-func (l *Listener) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+// comment). A broker agent is answered with the voters and the active one
+// as controller whatever the brokers: agents of the release before find
+// the active controller by Metadata, and a rolling upgrade runs them
+// beside voters of this one.
+func (l *Listener) metadata(c *kafkawire.Conn, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	v := req.Version
 	active := l.activeID()
+	agent := strings.HasPrefix(clientID(c), brokerAgentClientID)
 	l.node.FSM.View(func(im *fsm.Image) {
 		c := l.clusterOf(im, false, false, true)
 		ctrl := c.liveBroker()
-		if ctrl < 0 {
+		if ctrl < 0 || agent {
 			c = l.clusterOf(im, false, true, false)
 			ctrl = active
 		}

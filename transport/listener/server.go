@@ -399,7 +399,7 @@ func (l *Listener) dispatch(ctx context.Context, c *kafkawire.Conn, req kmsg.Req
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		resp = l.alterScram(ctx, c, r)
 	case *kmsg.MetadataRequest:
-		resp = l.metadata(r)
+		resp = l.metadata(c, r)
 	case *kmsg.CreateTopicsRequest:
 		resp = l.createTopics(ctx, r)
 	case *kmsg.DeleteTopicsRequest:

@@ -269,7 +269,7 @@ func TestLeaderNamesItselfOnlyOnceActive(t *testing.T) {
 		lead := c.stableActive(30 * time.Second)
 		l, n := c.listener(lead.i), c.node(lead.i)
 		n.Controller.Deactivate()
-		idleMD := l.metadata(kmsg.NewPtrMetadataRequest())
+		idleMD := l.metadata(nil, kmsg.NewPtrMetadataRequest())
 		dc := kmsg.NewPtrDescribeClusterRequest()
 		dc.Version, dc.EndpointType = 1, 2
 		idleDC := l.describeCluster(dc)
@@ -289,7 +289,7 @@ func TestLeaderNamesItselfOnlyOnceActive(t *testing.T) {
 			moved = !n.Voter.IsLeader() || n.Voter.Raft().CurrentTerm() != lead.term
 			return moved
 		})
-		md := l.metadata(kmsg.NewPtrMetadataRequest())
+		md := l.metadata(nil, kmsg.NewPtrMetadataRequest())
 		activeDC := l.describeCluster(dc)
 		if moved || !c.raftHeld(lead.i, lead.term) {
 			t.Logf("leadership of voter %d (term %d) moved while its controller activated: again", c.ids[lead.i], lead.term)
