@@ -266,7 +266,14 @@ func (f *fetcher) truncate(ctx context.Context, conn *kafkaclient.Conn, states [
 					// there and ours; if this log has no such epoch, what
 					// is left may still hold an epoch the leader lacks:
 					// ask again with the latest epoch left (KIP-279).
+					s.p.mu.Lock()
+					if s.p.log == nil {
+						// Stopped while the leader answered.
+						s.p.mu.Unlock()
+						continue
+					}
 					mineEpoch, mine := s.p.log.EndOffsetForEpoch(rp.LeaderEpoch)
+					s.p.mu.Unlock()
 					if mine < 0 {
 						mine = s.offset
 					}

@@ -242,8 +242,8 @@ func (m *Manager) BecomeLeader(st broker.PartitionState) {
 	m.mu.Lock()
 	m.unfollowLocked(p)
 	m.mu.Unlock()
-	if p.becomeLeader(m, st) {
-		m.log.Info("leading", "topic", st.Topic, "partition", st.Partition, "leader_epoch", st.LeaderEpoch, "isr", st.ISR, "log_end", p.log.EndOffset())
+	if fresh, logEnd := p.becomeLeader(m, st); fresh {
+		m.log.Info("leading", "topic", st.Topic, "partition", st.Partition, "leader_epoch", st.LeaderEpoch, "isr", st.ISR, "log_end", logEnd)
 	}
 	m.notify()
 }
@@ -255,9 +255,8 @@ func (m *Manager) BecomeFollower(st broker.PartitionState) {
 		m.log.Error("cannot open a replica's log to follow", "topic", st.Topic, "partition", st.Partition, "error", err)
 		return
 	}
-	newEpoch := p.becomeFollower(st)
-	if newEpoch {
-		m.log.Info("following", "topic", st.Topic, "partition", st.Partition, "leader", st.Leader, "leader_epoch", st.LeaderEpoch, "log_end", p.log.EndOffset())
+	if fresh, logEnd := p.becomeFollower(st); fresh {
+		m.log.Info("following", "topic", st.Topic, "partition", st.Partition, "leader", st.Leader, "leader_epoch", st.LeaderEpoch, "log_end", logEnd)
 	}
 	m.mu.Lock()
 	if m.closed {

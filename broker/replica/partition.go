@@ -87,14 +87,15 @@ func (p *partition) newer(st broker.PartitionState) bool {
 	return st.PartitionEpoch >= p.partitionEpoch
 }
 
-// becomeLeader takes st; reports whether the leader epoch is new.
-func (p *partition) becomeLeader(m *Manager, st broker.PartitionState) bool {
+// becomeLeader takes st; reports whether the leader epoch is new, and
+// the log's end then.
+func (p *partition) becomeLeader(m *Manager, st broker.PartitionState) (fresh bool, logEnd int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.log == nil || !p.newer(st) {
-		return false
+		return false, -1
 	}
-	fresh := p.role != roleLeader || st.LeaderEpoch != p.leaderEpoch
+	fresh = p.role != roleLeader || st.LeaderEpoch != p.leaderEpoch
 	p.role, p.leader, p.leaderEpoch, p.partitionEpoch = roleLeader, st.Leader, st.LeaderEpoch, st.PartitionEpoch
 	p.isr, p.replicas = slices.Clone(st.ISR), slices.Clone(st.Replicas)
 	p.mustTruncate = false
@@ -120,17 +121,18 @@ func (p *partition) becomeLeader(m *Manager, st broker.PartitionState) bool {
 	}
 	p.hw = min(p.hw, p.log.EndOffset())
 	p.advanceHWLocked(m)
-	return fresh
+	return fresh, p.log.EndOffset()
 }
 
-// becomeFollower takes st; reports whether the leader epoch is new.
-func (p *partition) becomeFollower(st broker.PartitionState) bool {
+// becomeFollower takes st; reports whether the leader epoch is new, and
+// the log's end then.
+func (p *partition) becomeFollower(st broker.PartitionState) (fresh bool, logEnd int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.log == nil || !p.newer(st) {
-		return false
+		return false, -1
 	}
-	fresh := p.role != roleFollower || st.LeaderEpoch != p.leaderEpoch
+	fresh = p.role != roleFollower || st.LeaderEpoch != p.leaderEpoch
 	p.role, p.leader, p.leaderEpoch, p.partitionEpoch = roleFollower, st.Leader, st.LeaderEpoch, st.PartitionEpoch
 	p.isr, p.replicas = slices.Clone(st.ISR), slices.Clone(st.Replicas)
 	p.followers = nil
@@ -138,7 +140,7 @@ func (p *partition) becomeFollower(st broker.PartitionState) bool {
 		p.mustTruncate = true
 	}
 	p.hw = min(p.hw, p.log.EndOffset())
-	return fresh
+	return fresh, p.log.EndOffset()
 }
 
 // checkLocked applies the leader checks of a request carrying
