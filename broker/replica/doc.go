@@ -35,11 +35,16 @@
 // KIP-279), so that records a former leader wrote but never committed
 // do not stay on this replica.
 //
+// The high watermarks are checkpointed in the data directory (Kafka's
+// replication-offset-checkpoint, checkpoint.go): written atomically when
+// one moved, every HighWatermarkCheckpointInterval and on Close, and read
+// at start, so that a restarted leader serves consumers what was
+// committed at once, not only once its followers have fetched again. A
+// checkpointed value is never taken past the log's end.
+//
 // What it does not do (yet): min.insync.replicas is the broker's
 // setting for every topic, not a topic config; there is no retention, so
-// segments go only with truncation or the partition; the high watermark
-// is kept in memory, so after a restart consumers see records again once
-// the followers have fetched; there are no fetch sessions (every answer
+// segments go only with truncation or the partition; there are no fetch sessions (every answer
 // has session id 0) and no producer ids, so producers run without
 // idempotence (franz-go falls back to it by itself when InitProducerID is
 // not served); ListOffsets by time answers at batch granularity, and -3

@@ -34,6 +34,10 @@ type Config struct {
 	// MinInsyncReplicas is min.insync.replicas for every topic: an
 	// acks=all produce needs an ISR of at least this many. Default 1.
 	MinInsyncReplicas int
+	// HighWatermarkCheckpointInterval is how often the high watermarks
+	// are written to the checkpoint file when one moved (Kafka's
+	// replica.high.watermark.checkpoint.interval.ms). Default 5 s.
+	HighWatermarkCheckpointInterval time.Duration
 	// FetchMaxWait is how long a follower's fetch waits at the leader for
 	// data (Kafka's replica.fetch.wait.max.ms). Default 500 ms.
 	FetchMaxWait time.Duration
@@ -75,6 +79,13 @@ type Manager struct {
 	changedMu sync.Mutex
 	changed   chan struct{}
 
+	// savedHW holds the checkpointed high watermarks of replicas not
+	// opened since the start (guarded by mu); checkpointed is the
+	// checkpoint last written (guarded by checkpointMu). See checkpoint.go.
+	savedHW      map[broker.TopicPartition]int64
+	checkpointMu sync.Mutex
+	checkpointed []byte
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -91,6 +102,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MinInsyncReplicas <= 0 {
 		cfg.MinInsyncReplicas = 1
 	}
+	if cfg.HighWatermarkCheckpointInterval <= 0 {
+		cfg.HighWatermarkCheckpointInterval = 5 * time.Second
+	}
 	if cfg.FetchMaxWait <= 0 {
 		cfg.FetchMaxWait = 500 * time.Millisecond
 	}
@@ -105,6 +119,7 @@ func New(cfg Config) (*Manager, error) {
 		parts: map[broker.TopicPartition]*partition{}, fetchers: map[int32]*fetcher{},
 		changed: make(chan struct{}), stop: make(chan struct{}),
 	}
+	m.loadCheckpoint()
 	m.wg.Add(1)
 	go m.housekeeping()
 	return m, nil
@@ -140,7 +155,8 @@ func (m *Manager) changes() <-chan struct{} {
 	return m.changed
 }
 
-// Close stops the fetchers and closes every log.
+// Close stops the fetchers, writes the high-watermark checkpoint and
+// closes every log.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -158,6 +174,9 @@ func (m *Manager) Close() error {
 	}
 	m.wg.Wait()
 	var errs []error
+	if err := m.writeCheckpoint(); err != nil {
+		errs = append(errs, fmt.Errorf("high-watermark checkpoint: %w", err))
+	}
 	for _, p := range parts {
 		p.mu.Lock()
 		p.role = roleNone
@@ -203,6 +222,7 @@ func (m *Manager) ensure(st broker.PartitionState) (*partition, error) {
 	if err := p.open(m); err != nil {
 		return nil, err
 	}
+	m.restoreHWLocked(p)
 	m.parts[tp] = p
 	return p, nil
 }
@@ -297,6 +317,9 @@ func (m *Manager) StopReplica(topic string, id rl.TopicID, partition int32, del 
 	m.mu.Lock()
 	defer m.notify()
 	defer m.mu.Unlock()
+	if del {
+		delete(m.savedHW, tp)
+	}
 	p := m.parts[tp]
 	if p == nil {
 		if del {
@@ -308,13 +331,14 @@ func (m *Manager) StopReplica(topic string, id rl.TopicID, partition int32, del 
 	return m.dropLocked(p, del)
 }
 
-// housekeeping checks the ISRs the manager leads and flushes logs due for
-// it, until Close.
+// housekeeping checks the ISRs the manager leads, flushes logs due for
+// it and writes the high-watermark checkpoint when due, until Close.
 func (m *Manager) housekeeping() {
 	defer m.wg.Done()
-	every := min(m.cfg.ReplicaLagTime/2, time.Second)
+	every := min(m.cfg.ReplicaLagTime/2, time.Second, m.cfg.HighWatermarkCheckpointInterval)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var lastCheckpoint time.Time
 	for {
 		select {
 		case <-m.stop:
@@ -323,6 +347,13 @@ func (m *Manager) housekeeping() {
 			for _, p := range m.snapshot() {
 				p.maybeShrinkISR(m, now)
 				p.maybeFlush(m, now)
+			}
+			// Half a tick of slack: tick times jitter.
+			if now.Sub(lastCheckpoint) >= m.cfg.HighWatermarkCheckpointInterval-every/2 {
+				lastCheckpoint = now
+				if err := m.writeCheckpoint(); err != nil {
+					m.log.Warn("writing the high-watermark checkpoint failed", "file", m.checkpointPath(), "error", err)
+				}
 			}
 		}
 	}
