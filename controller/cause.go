@@ -20,6 +20,7 @@ var eventCauses = map[string]string{
 	"activate":                      "controller activated",
 	"resume":                        "work a previous controller left unfinished",
 	"session-check":                 "broker session check",
+	"listener-refused":              "a broker's listener refused a connection after its connection reset",
 	"heartbeat":                     "broker heartbeat",
 	"register-broker":               "broker registration",
 	"unregister-broker":             "broker unregistration",

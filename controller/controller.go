@@ -109,6 +109,9 @@ type Controller struct {
 	// invalidStateChanges counts the transitions refused while active
 	// (stateChangeLog).
 	invalidStateChanges atomic.Int64
+	// refusalFences counts the fences for a refused listener
+	// (ListenerRefused).
+	refusalFences atomic.Int64
 
 	// computed, if set (tests only), is told which events the loop
 	// computed at a time, and whether over a round still committing.

@@ -19,7 +19,9 @@
 //	features.go        featuresManager: the finalized feature levels
 //	                   (metadata.version), UpdateFeatures
 //	cluster*.go        clusterManager: registration, heartbeats and sessions,
-//	                   fencing, controlled shutdown, unregistration
+//	                   fencing (on a session's expiry, or at once when a
+//	                   crashed broker's listener refuses connections:
+//	                   cluster_refusal.go), controlled shutdown, unregistration
 //	replication*.go    replicationManager: replica and partition state machines,
 //	                   elections, topic creation and deletion, partitions,
 //	                   AlterPartition, reassignment, preferred-leader balance,

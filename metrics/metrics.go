@@ -10,6 +10,7 @@
 //	kafka_controller_active_broker_count           registered, unfenced brokers (ActiveBrokerCount)
 //	kafka_controller_fenced_broker_count           registered, fenced brokers (FencedBrokerCount)
 //	kafka_controller_shutting_down_broker_count    brokers in controlled shutdown
+//	kafka_controller_refused_listener_fences_total brokers this node fenced, while active, because their listener refused a connection after a reset
 //	kafka_controller_global_topic_count            topics (GlobalTopicCount)
 //	kafka_controller_global_partition_count        partitions (GlobalPartitionCount)
 //	kafka_controller_event_queue_time_seconds      time an event waits in the queue (EventQueueTimeMs)
@@ -149,6 +150,7 @@ var (
 	descCommitted    = desc("controller", "last_committed_record_offset", "Raft commit index as this node knows it.")
 	descApplyLag     = desc("controller", "last_applied_record_lag", "Committed minus applied log entries on this node (the apply lag).")
 	descHalted       = desc("controller", "metadata_error_count", "1 if this node's state machine halted on an entry it could not apply, else 0.")
+	descRefusalFence = desc("controller", "refused_listener_fences_total", "Brokers this node fenced, while active controller, because their registered listener refused a connection after a connection to them reset (a crashed process), without waiting for the session timeout.")
 	descInvalidSC    = desc("controller", "invalid_state_transitions_total", "Replica and partition state transitions this node refused to stage while active controller (each logged by the state.change logger).")
 	descMV           = desc("server", "metadata_loader_current_metadata_version", "The finalized metadata.version of this node's image.")
 	descRaftTerm     = desc("raft", "current_epoch", "The raft term this node is in.")
@@ -157,7 +159,7 @@ var (
 	descRaftState    = prometheus.NewDesc("kafka_raft_current_state", "1 for the raft state this node is in, 0 for the others.", []string{"state"}, nil)
 	nodeDescriptions = []*prometheus.Desc{descActive, descEpoch, descOffline, descImbalance, descActiveBr, descFencedBr,
 		descShutdownBr, descTopics, descPartitions, descReassigning, descDeleting, descApplied, descCommitted,
-		descApplyLag, descHalted, descInvalidSC, descMV, descRaftTerm, descRaftLeader, descRaftLastLog, descRaftState}
+		descApplyLag, descHalted, descInvalidSC, descRefusalFence, descMV, descRaftTerm, descRaftLeader, descRaftLastLog, descRaftState}
 )
 
 // Describe implements prometheus.Collector.
@@ -192,6 +194,7 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReassigning, float64(cluster.ReassigningPartitions))
 	gauge(descDeleting, float64(cluster.DeletingTopics))
 	ch <- prometheus.MustNewConstMetric(descInvalidSC, prometheus.CounterValue, float64(n.Controller.InvalidStateChanges()))
+	ch <- prometheus.MustNewConstMetric(descRefusalFence, prometheus.CounterValue, float64(n.Controller.RefusalFences()))
 
 	r := n.Voter.Raft()
 	applied := n.FSM.AppliedIndex()
