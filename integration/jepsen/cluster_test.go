@@ -39,6 +39,10 @@ const (
 const (
 	sessionTimeout    = "1s"
 	heartbeatInterval = "200ms"
+	// replicaLagTime is replica.lag.time.max.ms, far below Kafka's 30 s so
+	// that a follower cut off from its leader for a fault's few seconds
+	// leaves the ISR (and comes back when it catches up).
+	replicaLagTime = "3s"
 )
 
 // Raft snapshot settings of the voters, far below raft's defaults (8192
@@ -153,7 +157,8 @@ func (l layout) specs(dataDir string) []nodeSpec {
 		listeners = append(listeners, fmt.Sprintf("%d@%s", voterID(h), l.addr(h, offListener)))
 	}
 	common := []string{"--session-timeout", sessionTimeout, "--broker-heartbeat-interval", heartbeatInterval,
-		"--log-level", "info", "--shutdown-timeout", "5s"}
+		"--log-level", "info", "--shutdown-timeout", "5s",
+		"--broker-min-insync-replicas", strconv.Itoa(dataMinISR), "--broker-replica-lag-time", replicaLagTime}
 	var out []nodeSpec
 	for h := 1; h <= l.hosts; h++ {
 		out = append(out, nodeSpec{
@@ -164,6 +169,7 @@ func (l layout) specs(dataDir string) []nodeSpec {
 				"--raft-listener", l.addr(h, offRaft), "--listener", l.addr(h, offListener),
 				"--voters", strings.Join(voters, ","), "--voter-listeners", strings.Join(listeners, ","),
 				"--broker-listener", l.addr(h, offBroker), "--http-listener", l.addr(h, offHTTP),
+				"--broker-data-dir", brokerDataDir(dataDir, int32(h)),
 				"--raft-snapshot-threshold", snapshotThreshold, "--raft-snapshot-interval", snapshotInterval, "--raft-trailing-logs", trailingLogs,
 			}, common...),
 		})
@@ -175,6 +181,7 @@ func (l layout) specs(dataDir string) []nodeSpec {
 				"--roles", "broker", "--broker-id", strconv.Itoa(int(soloBroker(h))),
 				"--broker-listener", l.addr(h, offSoloBroker), "--broker-controllers", strings.Join(l.listeners(), ","),
 				"--http-listener", l.addr(h, offSoloHTTP),
+				"--broker-data-dir", brokerDataDir(dataDir, soloBroker(h)),
 			}, common...),
 		})
 	}
@@ -511,6 +518,15 @@ func (l layout) formatVoters(dataDir string) error {
 // voterDataDir is host h's voter's data directory under dataDir, as specs
 // lays it out.
 func voterDataDir(dataDir string, host int) string { return filepath.Join(dataDir, voterName(host)) }
+
+// brokerDataDir is a broker's partition data under dataDir. It is beside
+// the voters' data directories, not in them: on the host's disk, never on
+// a voter's lossy file system, so a power loss cuts a voter's raft log
+// but not the partition data of the broker in its process (which a kill
+// -9 keeps: the page cache survives it).
+func brokerDataDir(dataDir string, broker int32) string {
+	return filepath.Join(dataDir, fmt.Sprintf("brokerdata-%d", broker))
+}
 
 // mountDisks mounts a lossy file system at each voter's data directory
 // under dataDir, backed by a folder under backingDir.

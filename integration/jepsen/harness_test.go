@@ -341,6 +341,14 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 	t.Logf("cluster up in %s: voters %v, brokers %v, %s", time.Since(started).Round(time.Millisecond), l.listeners(), allBrokers,
 		map[bool]string{true: "inside namespace " + nsName(rs.ns), false: "on the host's loopback"}[rs.ns != nil])
 
+	// The data topics, created before any fault.
+	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+	err = createDataTopics(cctx, reader)
+	ccancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	histFile, err := os.Create(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +357,12 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 	if err != nil {
 		t.Fatal(err)
 	}
+	produceFile, err := os.Create(filepath.Join(dir, "produces.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := history.NewRecorder(histFile)
+	dr := &dataRecorder{now: rec.Now, sink: produceFile}
 	timeline := nemesis.NewTimeline(rec.Now, faultFile)
 	col := newCollector(specs)
 	smp := &sampler{}
@@ -388,6 +401,11 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 	go func() { runnerDone <- runner.Run(nctx, schedule) }()
 	wl := startWorkload(workers)
 	defer wl.halt()
+	dl, err := startDataLoad(l.brokerListeners(), dr, cfg.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.halt()
 
 	// Progress every 10 s until the schedule is done and the duration
 	// has passed.
@@ -404,11 +422,11 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		case <-end.C:
 			ended = true
 		case <-progress.C:
-			t.Logf("+%s: %s", time.Since(runStart).Round(time.Second), opCounts(rec.Ops()))
+			t.Logf("+%s: %s; %s", time.Since(runStart).Round(time.Second), opCounts(rec.Ops()), dr.counts())
 		}
 	}
 	progress.Stop()
-	t.Logf("+%s: workload and nemesis done: %s", time.Since(runStart).Round(time.Second), opCounts(rec.Ops()))
+	t.Logf("+%s: workload and nemesis done: %s; %s", time.Since(runStart).Round(time.Second), opCounts(rec.Ops()), dr.counts())
 
 	// Heal whatever is left (nothing, if every heal worked).
 	if netw != nil {
@@ -461,6 +479,9 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		if p, ok := unled(s); ok {
 			return "partition " + p + " has a live ISR member but no live leader"
 		}
+		if !dr.ackedSince(lastHeal) {
+			return "no record acknowledged since the last heal"
+		}
 		for _, op := range rec.Ops() {
 			if op.Outcome == history.OK && op.Kind.Mutating() && op.Complete.After(lastHeal) {
 				return ""
@@ -474,6 +495,17 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		t.Logf("recovered %s after the end of the faults", (rec.Now().Sub(healed)).Round(time.Millisecond))
 	}
 	wl.halt()
+	dl.halt()
+
+	// The data partitions once their followers caught up (every replica
+	// in the ISR), read whole through their leaders.
+	dataStates, why := awaitFullISR(reader, rng.IntN, time.Minute)
+	var dataNotes []string
+	if why != "" {
+		dataNotes = append(dataNotes, "the data partitions' ISRs were not full within 1m of the workload's end: "+why)
+	}
+	dataFinal := history.DataFinal{Partitions: finalDataRead(l.brokerListeners(), dataStates, time.Minute)}
+	dataFinal.Time = rec.Now()
 
 	// The final read, recorded like any other call.
 	final := check.FinalRead{Topics: map[string]history.TopicInfo{}}
@@ -535,14 +567,20 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		cancel()
 	}
 	ended := rec.Now()
-	if err := errors.Join(rec.SinkErr(), histFile.Close(), faultFile.Close()); err != nil {
+	// Every process stops, and each replica's log is read from its
+	// broker's data directory.
+	ps.stopAll()
+	dataFinal.Replicas = readReplicaLogs(dataDir, allBrokers)
+	produces, consumed := dr.all()
+	if err := errors.Join(rec.SinkErr(), dr.sinkErr, histFile.Close(), faultFile.Close(), produceFile.Close()); err != nil {
 		t.Errorf("writing the history as it happened: %v", err)
 	}
 
 	snapshots, snapErrs := voterSnapshots(ps)
 	run := report.Run{Seed: cfg.Seed, Duration: cfg.Duration, Nemesis: cfg.Nemesis, Skipped: cfg.Skipped, Started: started, Ended: ended,
 		Ops: rec.Ops(), Observations: col.observations(), Faults: timeline.Events(), Samples: smp.all(), Hashes: hashes, Final: final,
-		BrokerMeta: brokerMeta, Snapshots: snapshots}
+		BrokerMeta: brokerMeta, Snapshots: snapshots,
+		Data: &report.DataRun{Produces: produces, Consumed: consumed, Final: dataFinal}}
 	for _, f := range schedule {
 		run.Schedule = append(run.Schedule, f.String())
 	}
@@ -556,6 +594,7 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 	notes = append(notes, fmt.Sprintf("%d control-request records from %d agent lifetimes; %d leadership samples (%d reads without an answer)",
 		len(run.Observations), col.lifetimes(), len(run.Samples), smp.misses))
 	notes = append(notes, col.notes()...)
+	notes = append(notes, dataNotes...)
 	for _, e := range snapErrs {
 		notes = append(notes, "counting snapshots: "+e)
 	}

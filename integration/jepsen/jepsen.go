@@ -1,8 +1,9 @@
 // Package jepsen is the jepsen-style test of ctrlquorum (the workload, the
 // faults and every checker are described in integration/jepsen/README.md):
-// three ctrlnode voters and several broker agents as separate processes on
-// 127.0.0.1–3, faults from a seeded schedule, concurrent admin clients
-// whose every call is recorded, and checkers over the result.
+// three ctrlnode voters and six brokers with partition data as separate
+// processes on 127.0.0.1–3, faults from a seeded schedule, concurrent admin
+// clients and producers and a consumer whose every call and record is
+// recorded, and checkers over the result.
 //
 //	history/  the record of a run: admin calls, agents' control-request
 //	          decisions, the fault timeline, leadership samples (JSON lines)
@@ -10,7 +11,10 @@
 //	          leader per epoch, controller-epoch fencing, epochs never going
 //	          back, equal state hashes, the brokers' metadata against the
 //	          controller's, snapshots installed, recovery time after each
-//	          heal, deletions that finish
+//	          heal, deletions that finish; and over the data: acknowledged
+//	          records read back at their offsets, replicas agreeing below
+//	          the high watermark, no record never sent, committed reads
+//	          that stay
 //	nemesis/  the seeded fault schedule, the runner that applies it, and the
 //	          network namespace with iptables partitions
 //	report/   the report folder of a run, and reading it back

@@ -20,6 +20,8 @@
 //     led every partition it could lead.
 //   - DeletionsFinish: no topic is still being deleted at the end of the
 //     run, a bound after the last heal.
+//   - DataAcknowledged, DataReplicasAgree, DataNoPhantoms, DataReadsStable:
+//     the data workload's records (data.go).
 package check
 
 import (

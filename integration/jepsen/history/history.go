@@ -1,5 +1,6 @@
 // Package history is the record of a jepsen-style run: every admin call a
-// client made (invoked, completed, with its outcome), every control
+// client made (invoked, completed, with its outcome), every produce and
+// consumed record of the data workload (data.go), every control
 // request a broker agent accepted or refused, the nemesis' fault timeline
 // and samples of the cluster's partition leadership. The checkers in
 // ../check read nothing else, so a run can be checked again from its

@@ -11,6 +11,9 @@
 //	hashes.json           each voter's final state hash and index
 //	final.json            the final read of the topics
 //	brokermeta.json       the last read of every broker agent's metadata and the active controller's
+//	produces.jsonl        every produce of the data workload: value, partition, outcome, offset
+//	consumed.jsonl        every record the data workload's consumers read during the run
+//	datafinal.json        the data partitions at the end: final read, each replica's log
 //	linearizability.html  porcupine's visualization, faults drawn on it
 //	summary.json          ops, faults, violations, recovery times
 //	summary.txt           the same, readable
@@ -57,6 +60,15 @@ type Run struct {
 	BrokerMeta *check.BrokerMetadataRead `json:"-"`
 	// Snapshots are each voter's raft snapshots, counted in its log.
 	Snapshots []check.VoterSnapshots `json:"snapshots,omitempty"`
+	// Data is the data workload's history, nil for a run without it.
+	Data *DataRun `json:"-"`
+}
+
+// DataRun is what the data workload produced and read.
+type DataRun struct {
+	Produces []history.Produce
+	Consumed []history.Record
+	Final    history.DataFinal
 }
 
 // Options tune Check.
@@ -75,6 +87,18 @@ type Options struct {
 type Checked struct {
 	Results    []check.Result   `json:"results"`
 	Recoveries []check.Recovery `json:"recoveries"`
+	// Data are the data workload's figures, nil without it.
+	Data *check.DataFigures `json:"data,omitempty"`
+}
+
+// Result is the named checker's result, and whether there is one.
+func (c Checked) Result(checker string) (check.Result, bool) {
+	for _, r := range c.Results {
+		if r.Checker == checker {
+			return r, true
+		}
+	}
+	return check.Result{}, false
 }
 
 // Valid reports whether no checker found a violation.
@@ -110,6 +134,16 @@ func Check(run Run, dir string, opt Options) Checked {
 	rec, recs := check.RecoveryTimes(run.Faults, run.Ops, run.Samples, check.RecoveryOptions{Max: opt.MaxRecovery, End: run.Ended})
 	c.Results = append(c.Results, rec, check.DeletionsFinish(run.Ops, run.Faults, run.Final, opt.DeletionBound))
 	c.Recoveries = recs
+	if d := run.Data; d != nil {
+		c.Results = append(c.Results,
+			check.DataAcknowledged(d.Produces, d.Final),
+			check.DataReplicasAgree(d.Final),
+			check.DataNoPhantoms(d.Produces, d.Consumed, d.Final),
+			check.DataReadsStable(d.Consumed, d.Final),
+		)
+		f := check.Figures(d.Produces, d.Consumed, d.Final)
+		c.Data = &f
+	}
 	return c
 }
 
@@ -158,11 +192,14 @@ type Summary struct {
 	Violations  int              `json:"violations"`
 	Results     []check.Result   `json:"results"`
 	Recoveries  []check.Recovery `json:"recoveries"`
+	// Data are the data workload's figures (records acknowledged, read
+	// back, lost, …), nil without it.
+	Data *check.DataFigures `json:"data,omitempty"`
 }
 
 func summarize(run Run, c Checked) Summary {
 	s := Summary{Run: run, Valid: c.Valid(), Ops: len(run.Ops), OpsByKind: map[string]int{}, Outcomes: map[string]int{},
-		FaultsKind: map[string]int{}, Violations: c.Violations(), Results: c.Results, Recoveries: c.Recoveries}
+		FaultsKind: map[string]int{}, Violations: c.Violations(), Results: c.Results, Recoveries: c.Recoveries, Data: c.Data}
 	for _, op := range run.Ops {
 		s.OpsByKind[string(op.Kind)]++
 		key := string(op.Outcome)
@@ -198,6 +235,10 @@ func (s Summary) Text() string {
 	}
 	fmt.Fprintf(&b, "\n%d ops:%s\n", s.Ops, counts(s.OpsByKind))
 	fmt.Fprintf(&b, "outcomes:%s\n", counts(s.Outcomes))
+	if d := s.Data; d != nil {
+		fmt.Fprintf(&b, "data: %d records acknowledged, %d read back, %d lost, %d unknown outcome, %d failed (%d produces to %d partitions; %d records consumed during the run, %d in the final read; %d duplicated by a producer's retry)\n",
+			d.Acknowledged, d.ReadBack, d.Lost, d.Unknown, d.Failed, d.Produces, d.Partitions, d.Consumed, d.Final, d.Retried)
+	}
 	fmt.Fprintf(&b, "%d faults:%s", s.Faults, counts(s.FaultsKind))
 	if s.FaultErrors > 0 {
 		fmt.Fprintf(&b, " (%d fault events with errors, see timeline.txt)", s.FaultErrors)
@@ -265,6 +306,12 @@ func Write(dir string, run Run, c Checked) (Summary, error) {
 	if run.BrokerMeta != nil {
 		putJSON("brokermeta.json", run.BrokerMeta)
 	}
+	if d := run.Data; d != nil {
+		errs = append(errs,
+			history.WriteFile(filepath.Join(dir, "produces.jsonl"), d.Produces),
+			history.WriteFile(filepath.Join(dir, "consumed.jsonl"), d.Consumed))
+		putJSON("datafinal.json", d.Final)
+	}
 	putJSON("run.json", run)
 	putJSON("summary.json", s)
 	put("summary.txt", []byte(s.Text()))
@@ -291,6 +338,18 @@ func Load(dir string) (Run, error) {
 	if _, err := os.Stat(filepath.Join(dir, "brokermeta.json")); err == nil {
 		run.BrokerMeta = &check.BrokerMetadataRead{}
 		readJSON("brokermeta.json", run.BrokerMeta)
+	}
+	// A folder from before the data workload has none of its files.
+	if _, err := os.Stat(filepath.Join(dir, "datafinal.json")); err == nil {
+		run.Data = &DataRun{}
+		readJSON("datafinal.json", &run.Data.Final)
+		var err error
+		if run.Data.Produces, err = history.ReadFile[history.Produce](filepath.Join(dir, "produces.jsonl")); err != nil {
+			errs = append(errs, err)
+		}
+		if run.Data.Consumed, err = history.ReadFile[history.Record](filepath.Join(dir, "consumed.jsonl")); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	var err error
 	if run.Ops, err = history.ReadFile[history.Op](filepath.Join(dir, "history.jsonl")); err != nil {

@@ -161,3 +161,43 @@ func TestReportBrokerMetadataAndSnapshots(t *testing.T) {
 		t.Errorf("re-checking the loaded run: %d violations", again.Violations())
 	}
 }
+
+// TestReportData: the data workload's figures are in summary.txt, a lost
+// acknowledged record is a violation there, and its files survive a
+// reload.
+func TestReportData(t *testing.T) {
+	run := sampleRun()
+	read := []history.Record{{Topic: "d", Partition: 0, Offset: 0, Value: "a"}}
+	run.Data = &DataRun{
+		Produces: []history.Produce{
+			{ID: 1, Topic: "d", Value: "a", Invoke: at(0), Complete: at(5), Outcome: history.OK, Offset: 0, Writes: 1},
+			{ID: 2, Topic: "d", Value: "b", Invoke: at(6), Complete: at(9), Outcome: history.OK, Offset: 1, Writes: 1},
+			{ID: 3, Topic: "d", Value: "c", Invoke: at(10), Outcome: history.Unknown, Offset: -1, Writes: 1},
+		},
+		Consumed: read,
+		Final: history.DataFinal{Time: at(2000), Partitions: []history.DataPartition{{Topic: "d", Leader: 1, Replicas: []int32{1}, ISR: []int32{1},
+			HighWatermark: 1, Read: read}},
+			Replicas: []history.ReplicaLog{{Broker: 1, Topic: "d", End: 1, Records: read}}},
+	}
+	dir := t.TempDir()
+	s, err := Write(dir, run, Check(run, dir, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"data: 2 records acknowledged, 1 read back, 1 lost, 1 unknown outcome, 0 failed",
+		`data-acknowledged: FAILED (1 violations)`, `lost: d-0 "b" was acknowledged at offset 1`, "data-replicas-agree: ok"} {
+		if !strings.Contains(s.Text(), want) {
+			t.Errorf("summary.txt lacks %q:\n%s", want, s.Text())
+		}
+	}
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Data == nil || !reflect.DeepEqual(back.Data.Final, run.Data.Final) || len(back.Data.Produces) != 3 || len(back.Data.Consumed) != 1 {
+		t.Fatalf("loaded data: %+v", back.Data)
+	}
+	if again := Check(back, "", Options{}); again.Data == nil || again.Data.Lost != 1 {
+		t.Errorf("re-checking the loaded run: %+v", again.Data)
+	}
+}
