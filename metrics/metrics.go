@@ -23,6 +23,11 @@
 //	kafka_raft_current_leader                      the raft leader's node id, -1 for none
 //	kafka_server_metadata_loader_current_metadata_version  the finalized metadata.version of this node's image (CurrentMetadataVersion)
 //
+// A voter's connections to brokers (its sender pool) have counters of
+// their own, per broker: ctrlquorum_sender_requests_sent_total,
+// _request_retries_total, _connection_resets_total and
+// _listener_refusals_total (see sender.go).
+//
 // As in Kafka, the cluster-wide gauges (offline partitions, imbalance,
 // broker and topic counts) are reported by the active controller only;
 // the other voters report 0, so a sum over all voters is the cluster's

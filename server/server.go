@@ -277,6 +277,14 @@ func (f *stopReplicaForwarder) HandleStopReplicaResponse(brokerID int32, results
 	c.HandleStopReplicaResponse(brokerID, results)
 }
 
+// HandleListenerRefused passes the sender's refused listeners on, as
+// HandleStopReplicaResponse its StopReplica outcomes.
+func (f *stopReplicaForwarder) HandleListenerRefused(r controller.ListenerRefusal) {
+	if c := f.c.Load(); c != nil {
+		c.HandleListenerRefused(r)
+	}
+}
+
 func (s *Server) startVoter() error {
 	if _, err := s.checkIdentity(); err != nil {
 		return err
@@ -309,8 +317,11 @@ func (s *Server) startVoter() error {
 			return sender.ImageResolver(f)(id)
 		},
 		Responses: fwd,
+		Refusals:  fwd,
+		ProbeDial: nd.DialContext,
 		SASL:      peerLogin,
 	})
+	s.Registry.MustRegister(metrics.NewSenderCollector(s.Sender))
 	var lpeers []listener.PeerListener
 	for _, v := range cfg.Voters {
 		host, port, _ := splitHostPort(v.Listener)

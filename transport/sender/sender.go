@@ -105,6 +105,13 @@ type Config struct {
 	// whose listeners require SASL (those that offer SaslHandshake), as a
 	// super user: the control requests come from the cluster. Nil: none.
 	SASL kgosasl.Mechanism
+	// Refusals is told of a broker whose listener refused a connection
+	// after a connection to it reset (see liveness.go); nil: nobody.
+	Refusals RefusalHandler
+	// ProbeDial opens the plain TCP connection that probes a broker's
+	// listener after a reset (bound to the node's address, as Dial's);
+	// nil: net.Dialer.
+	ProbeDial kafkaclient.DialFunc
 }
 
 func (c *Config) setDefaults() {
@@ -230,7 +237,8 @@ func (p *Pool) Send(r controller.Requests) {
 	}
 	b := p.brokers[r.Broker]
 	if b == nil {
-		b = &brokerSender{p: p, id: r.Broker, log: p.log.With("broker", r.Broker), wake: make(chan struct{}, 1), epoch: -1, brokerEpoch: -1}
+		b = &brokerSender{p: p, id: r.Broker, log: p.log.With("broker", r.Broker), wake: make(chan struct{}, 1), epoch: -1, brokerEpoch: -1,
+			connEpoch: -1, resetEpoch: -1, reportedEpoch: -1}
 		p.brokers[r.Broker] = b
 		p.wg.Add(1)
 		go b.run()
@@ -290,6 +298,10 @@ type BrokerStats struct {
 	// Pending and InFlight are the requests waiting and being delivered.
 	Pending  int
 	InFlight int
+	// Resets counts connections the broker closed or reset, and Refusals
+	// the dials of its listener refused after one (each reported once per
+	// broker epoch, see liveness.go).
+	Resets, Refusals uint64
 	// Connected reports an open connection; Addr is its address.
 	Connected bool
 	Addr      string
@@ -320,6 +332,8 @@ func (p *Pool) Stats() Stats {
 		t.Retries += s.Retries
 		t.Dropped += s.Dropped
 		t.Coalesced += s.Coalesced
+		t.Resets += s.Resets
+		t.Refusals += s.Refusals
 		t.Pending += s.Pending
 		t.InFlight += s.InFlight
 	}
@@ -350,6 +364,13 @@ type brokerSender struct {
 	delivered uint64 // metadata offset of the last set fully delivered
 	backoff   time.Duration
 	failures  int
+	// connEpoch is the broker epoch of the last request answered on conn
+	// (-1: none yet); resetEpoch and resetAddr the broker epoch and
+	// address of a connection the broker reset, until a connection is
+	// established again (-1: none); reportedEpoch the last epoch whose
+	// refusal was reported. See liveness.go.
+	connEpoch, resetEpoch, reportedEpoch int64
+	resetAddr                            string
 }
 
 func (b *brokerSender) snapshot() BrokerStats {
@@ -457,9 +478,7 @@ func (b *brokerSender) take() (controller.Requests, uint64, bool) {
 			return set, mark, true
 		}
 		b.mu.Unlock()
-		select {
-		case <-b.wake:
-		case <-b.p.ctx.Done():
+		if !b.idleWait() {
 			return controller.Requests{}, 0, false
 		}
 	}
@@ -621,7 +640,7 @@ func (b *brokerSender) deliver(set controller.Requests) bool {
 }
 
 // connect returns a connection to the broker's current address.
-func (b *brokerSender) connect() (*kafkaclient.Conn, outcome) {
+func (b *brokerSender) connect(epoch int64) (*kafkaclient.Conn, outcome) {
 	addr, ok := b.p.cfg.Resolve(b.id)
 	if !ok {
 		b.closeConn()
@@ -643,10 +662,16 @@ func (b *brokerSender) connect() (*kafkaclient.Conn, outcome) {
 		if b.p.ctx.Err() != nil {
 			return nil, outClosed
 		}
+		if kafkaclient.PeerGone(err) {
+			b.connLost(err, addr, epoch)
+		} else {
+			b.dialFailed(err, addr)
+		}
 		b.failed("connect failed", err, addr)
 		return nil, outRetry
 	}
-	b.conn = conn
+	b.conn, b.connEpoch = conn, -1
+	b.connected()
 	b.mu.Lock()
 	b.stats.Connected, b.stats.Addr = true, addr
 	b.mu.Unlock()
@@ -679,7 +704,7 @@ func (b *brokerSender) failed(msg string, err error, addr string) {
 
 // attempt sends one request of the set.
 func (b *brokerSender) attempt(set *controller.Requests, k kind, offset uint64) outcome {
-	conn, out := b.connect()
+	conn, out := b.connect(setHeader(set).BrokerEpoch)
 	if conn == nil {
 		return out
 	}
@@ -715,13 +740,19 @@ func (b *brokerSender) attempt(set *controller.Requests, k kind, offset uint64) 
 		resp, err := conn.RequestAs(ctx, kafkaclient.ControlClientID(hdr.ControllerID, off), req)
 		cancel()
 		if err != nil {
-			b.closeConn()
 			if b.p.ctx.Err() != nil {
+				b.closeConn()
 				return outClosed
 			}
+			epoch := b.connEpoch
+			if epoch < 0 {
+				epoch = hdr.BrokerEpoch
+			}
+			b.connLost(err, conn.Addr(), epoch)
 			b.failed(k.String()+" failed", err, conn.Addr())
 			return outRetry
 		}
+		b.connEpoch = hdr.BrokerEpoch
 		resps = append(resps, resp)
 	}
 	switch k {
