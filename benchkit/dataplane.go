@@ -318,11 +318,15 @@ func RunData(ctx context.Context, cfg DataConfig) (*DataReport, error) {
 	killed := time.Now()
 	_ = c.brokers[victim].Close()
 	delete(c.brokers, victim)
-	if err := waitAll(killedLed, killed, 3*cfg.SessionTimeout+30*time.Second); err != nil {
+	// A produce the closing broker still acknowledged is not a recovery:
+	// only those that completed once it was gone count, timed from the
+	// start of the kill.
+	gone := time.Now()
+	if err := waitAll(killedLed, gone, 3*cfg.SessionTimeout+30*time.Second); err != nil {
 		return nil, err
 	}
 	for _, p := range killedLed {
-		t, _ := successAfter(p, killed)
+		t, _ := successAfter(p, gone)
 		rep.Recovery = append(rep.Recovery, t.Sub(killed))
 	}
 	sort.Slice(rep.Recovery, func(i, j int) bool { return rep.Recovery[i] < rep.Recovery[j] })
