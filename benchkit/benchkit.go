@@ -25,7 +25,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -125,6 +127,39 @@ type Result struct {
 	FloorMs float64 `json:"raft_floor_ms"`
 	Ratio   float64 `json:"floor_ratio"`
 	Note    string  `json:"note,omitempty"`
+	// Min and Max are the spread of Samples; LoadAvg the machine's
+	// one-minute load average when each sample was taken.
+	Min     float64   `json:"min"`
+	Max     float64   `json:"max"`
+	LoadAvg []float64 `json:"load_avg"`
+	// For the broker events, the event's own floor (see floor.go),
+	// medians over the samples: its entries decoded and applied on one
+	// image with no raft, and the same bytes committed by raft with a
+	// no-op FSM; EventRatio is Value over their sum. HashMatched counts
+	// the samples whose replayed image had the state hash of the active
+	// voter after the event, of HashChecked.
+	ApplyFloorMs  float64 `json:"apply_floor_ms,omitempty"`
+	CommitFloorMs float64 `json:"commit_floor_ms,omitempty"`
+	EventRatio    float64 `json:"event_floor_ratio,omitempty"`
+	HashChecked   int     `json:"hash_checked,omitempty"`
+	HashMatched   int     `json:"hash_matched,omitempty"`
+}
+
+// ImageResult is what an image of N partitions costs, medians over the
+// runs: live heap per partition per voter (the process's live heap
+// after loading, less before, over three voters), snapshot bytes per
+// partition, and the time to write a snapshot into memory and to
+// restore it into a fresh image.
+type ImageResult struct {
+	Partitions        int       `json:"partitions"`
+	HeapPerPartition  float64   `json:"heap_bytes_per_partition"`
+	SnapshotPerPart   float64   `json:"snapshot_bytes_per_partition"`
+	SnapshotWriteMs   float64   `json:"snapshot_write_ms"`
+	SnapshotRestoreMs float64   `json:"snapshot_restore_ms"`
+	HeapSamples       []float64 `json:"heap_samples"`
+	RestoreSamples    []float64 `json:"restore_samples"`
+	SnapshotBytes     int       `json:"snapshot_bytes"`
+	LoadAvg           []float64 `json:"load_avg"`
 }
 
 // Report is the outcome of a run.
@@ -137,18 +172,59 @@ type Report struct {
 	LogStore   string        `json:"log_store,omitempty"`
 	Took       time.Duration `json:"took_ns"`
 	Results    []Result      `json:"results"`
+	Images     []ImageResult `json:"images,omitempty"`
 }
 
 type sample struct {
 	v, floorMs float64
 	note       string
+	load       float64
+	floor      *eventFloor // broker events only
+}
+
+type imageSample struct {
+	heapPerPart, snapPerPart, writeMs, restoreMs, load float64
+	snapBytes                                          int
 }
 
 type collector struct {
-	mu    sync.Mutex
-	order []string
-	data  map[string][]sample
-	meta  map[string]Result
+	mu     sync.Mutex
+	order  []string
+	data   map[string][]sample
+	meta   map[string]Result
+	images map[int][]imageSample
+	sizes  []int
+}
+
+func (c *collector) addImage(n int, s imageSample) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.images == nil {
+		c.images = map[int][]imageSample{}
+	}
+	if _, ok := c.images[n]; !ok {
+		c.sizes = append(c.sizes, n)
+	}
+	c.images[n] = append(c.images[n], s)
+}
+
+func (c *collector) imageResults() []ImageResult {
+	var out []ImageResult
+	for _, n := range c.sizes {
+		r := ImageResult{Partitions: n}
+		var heap, snap, write, restore []float64
+		for _, s := range c.images[n] {
+			heap, snap = append(heap, s.heapPerPart), append(snap, s.snapPerPart)
+			write, restore = append(write, s.writeMs), append(restore, s.restoreMs)
+			r.LoadAvg = append(r.LoadAvg, s.load)
+			r.SnapshotBytes = s.snapBytes
+		}
+		r.HeapPerPartition, r.SnapshotPerPart = medianF(heap), medianF(snap)
+		r.SnapshotWriteMs, r.SnapshotRestoreMs = medianF(write), medianF(restore)
+		r.HeapSamples, r.RestoreSamples = heap, restore
+		out = append(out, r)
+	}
+	return out
 }
 
 func (c *collector) add(key string, meta Result, s sample) {
@@ -174,17 +250,34 @@ func (c *collector) results() []Result {
 	var out []Result
 	for _, k := range c.order {
 		r := c.meta[k]
-		var vals, floors []float64
+		var vals, floors, applies, commits []float64
 		for _, s := range c.data[k] {
 			vals = append(vals, s.v)
 			floors = append(floors, s.floorMs)
+			r.LoadAvg = append(r.LoadAvg, s.load)
 			if s.note != "" {
 				r.Note = s.note
+			}
+			if f := s.floor; f != nil {
+				applies, commits = append(applies, ms(f.apply)), append(commits, ms(f.commit))
+				if f.hashChecked {
+					r.HashChecked++
+					if f.sameHash {
+						r.HashMatched++
+					}
+				}
 			}
 		}
 		r.Samples = vals
 		r.Value = medianF(vals)
+		r.Min, r.Max = slices.Min(vals), slices.Max(vals)
 		r.FloorMs = medianF(floors)
+		if len(applies) > 0 {
+			r.ApplyFloorMs, r.CommitFloorMs = medianF(applies), medianF(commits)
+			if sum := r.ApplyFloorMs + r.CommitFloorMs; sum > 0 {
+				r.EventRatio = r.Value / sum
+			}
+		}
 		if r.FloorMs > 0 {
 			if r.Unit == "topics/s" {
 				r.Ratio = r.Value * r.FloorMs / 1000
@@ -243,6 +336,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	rep.Results = col.results()
+	rep.Images = col.imageResults()
 	rep.Took = time.Since(start)
 	return rep, nil
 }
@@ -278,18 +372,47 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 
 	lctx, lcancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer lcancel()
+	heapBefore := heapInUse()
 	if err := loadWithProgress(lctx, c, cfg, n, phase); err != nil {
 		return err
 	}
+	heapAfter := heapInUse()
 
 	// Controlled shutdown of broker 1.
 	_, node, err = c.active(wctx)
 	if err != nil {
 		return err
 	}
+	// The image before the event, for its floor; written and restored
+	// once for the image's own figures.
+	snapShutdown, err := snapshotImage(node)
+	if err != nil {
+		return err
+	}
+	_, restoreTook, err := snapShutdown.restore()
+	if err != nil {
+		return err
+	}
+	img := imageSample{heapPerPart: float64(int64(heapAfter)-int64(heapBefore)) / float64(3*n), snapPerPart: float64(len(snapShutdown.data)) / float64(n),
+		writeMs: ms(snapShutdown.write), restoreMs: ms(restoreTook), snapBytes: len(snapShutdown.data), load: loadAverage()}
+	col.addImage(n, img)
+	phase("  image: %.0f B heap per partition per voter; snapshot %.1f B per partition, written in %v, restored in %v",
+		img.heapPerPart, img.snapPerPart, snapShutdown.write.Round(time.Millisecond), restoreTook.Round(time.Millisecond))
+	runtime.GC() // the restored copy is garbage: not the event's to collect
+
 	b1 := c.brokers[1]
 	b1.stop()
 	led := ledBy(node, 1)
+	shutdownFrom := node.FSM.AppliedIndex() + 1
+	var smu sync.Mutex
+	var shutdownRound controller.RoundStats // the event's largest round
+	obs.set(func(st controller.RoundStats) {
+		smu.Lock()
+		if st.Records > shutdownRound.Records {
+			shutdownRound = controller.RoundStats{Records: st.Records, Entries: st.Entries, Compute: st.Compute, Commit: st.Commit}
+		}
+		smu.Unlock()
+	})
 	t0 := time.Now()
 	for {
 		resp, err := node.Controller.Heartbeat(ctx, controller.Heartbeat{BrokerID: 1, BrokerEpoch: b1.brokerEpoch(), MetadataOffset: node.FSM.AppliedIndex(), WantShutDown: true})
@@ -304,12 +427,18 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		}
 	}
 	shutdown := time.Since(t0)
+	shutdownLoad := loadAverage()
+	shutdownTo := node.FSM.AppliedIndex()
+	shutdownHash := stateHash(node)
 	if left := ledBy(node, 1); left != 0 {
 		return fmt.Errorf("after its controlled shutdown broker 1 still leads %d partitions", left)
 	}
-	col.add(fmt.Sprintf("shutdown-%d", n), Result{Scenario: "controlled shutdown", Partitions: n, Unit: "ms"},
-		sample{v: ms(shutdown), floorMs: ms(floor), note: fmt.Sprintf("broker leading %d partitions", led)})
-	phase("  controlled shutdown of a leader of %d partitions: %v", led, shutdown.Round(time.Microsecond))
+	obs.set(nil)
+	smu.Lock()
+	phase("  controlled shutdown of a leader of %d partitions: %v (its largest round: %d records; compute %v, commit %v)", led, shutdown.Round(time.Microsecond),
+		shutdownRound.Records, shutdownRound.Compute.Round(time.Microsecond), shutdownRound.Commit.Round(time.Microsecond))
+	smu.Unlock()
+	shutdownLed := led
 
 	// Broker failure: a broker the shutdown left alone stops
 	// heartbeating; its session expires. The image puts each partition's
@@ -321,10 +450,16 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 	var rounds []controller.RoundStats
 	obs.set(func(st controller.RoundStats) {
 		rmu.Lock()
-		rounds = append(rounds, controller.RoundStats{Events: st.Events, Records: st.Records, Entries: st.Entries, Compute: st.Compute, Commit: st.Commit})
+		rounds = append(rounds, controller.RoundStats{Events: st.Events, Records: st.Records, Entries: st.Entries, Compute: st.Compute, Commit: st.Commit,
+			FirstIndex: st.FirstIndex, LastIndex: st.LastIndex})
 		rmu.Unlock()
 	})
 	led = ledBy(node, failed)
+	snapFence, err := snapshotImage(node)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
 	c.brokers[failed].stop()
 	fctx, fcancel := context.WithTimeout(ctx, cfg.SessionTimeout*3+time.Minute)
 	defer fcancel()
@@ -368,10 +503,47 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		}
 	}
 	obs.set(nil)
+	fenceLoad := loadAverage()
+	fenceHash := stateHash(node)
 	fenceTime := fence.Compute + fence.Commit
+	phase("  fence of a leader of %d partitions: %v (%d records; compute %v, commit %v)", led, fenceTime.Round(time.Microsecond), fence.Records,
+		fence.Compute.Round(time.Microsecond), fence.Commit.Round(time.Microsecond))
+
+	// The floors of both events, on a raft cluster of their own.
+	phase("  floors: replaying both events on one image, and committing their entries with a no-op FSM")
+	variant := LogStoreVariant{Name: "floor"}
+	if cfg.LogStore != nil {
+		variant = *cfg.LogStore
+	}
+	floorRaft, err := startStoreCluster(wctx, filepath.Join(dir, "floor"), variant, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	defer floorRaft.shutdown()
+	shutdownFloor, err := measureFloor(ctx, node, snapShutdown, shutdownFrom, shutdownTo, shutdownHash, floorRaft)
+	if err != nil {
+		return fmt.Errorf("controlled shutdown: %w", err)
+	}
+	fenceFloor, err := measureFloor(ctx, node, snapFence, fence.FirstIndex, fence.LastIndex, fenceHash, floorRaft)
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	floorRaft.shutdown()
+	for _, f := range []struct {
+		what  string
+		took  time.Duration
+		floor eventFloor
+	}{{"controlled shutdown", shutdown, shutdownFloor}, {"fence", fenceTime, fenceFloor}} {
+		phase("  %s floor: apply %v + commit %v (%d entries, %d bytes; replayed hash %s): event %.1fx its floor",
+			f.what, f.floor.apply.Round(time.Microsecond), f.floor.commit.Round(time.Microsecond), f.floor.entries, f.floor.bytes,
+			hashWord(f.floor), float64(f.took)/float64(max(f.floor.total(), 1)))
+	}
+	col.add(fmt.Sprintf("shutdown-%d", n), Result{Scenario: "controlled shutdown", Partitions: n, Unit: "ms"},
+		sample{v: ms(shutdown), floorMs: ms(floor), load: shutdownLoad, floor: &shutdownFloor,
+			note: fmt.Sprintf("broker leading %d partitions; %d entries, %d bytes", shutdownLed, shutdownFloor.entries, shutdownFloor.bytes)})
 	col.add(fmt.Sprintf("fence-%d", n), Result{Scenario: "broker failure (fence round)", Partitions: n, Unit: "ms"},
-		sample{v: ms(fenceTime), floorMs: ms(floor), note: fmt.Sprintf("broker leading %d; %d records in %d entries", led, fence.Records, fence.Entries)})
-	phase("  fence of a leader of %d partitions: %v (%d records)", led, fenceTime.Round(time.Microsecond), fence.Records)
+		sample{v: ms(fenceTime), floorMs: ms(floor), load: fenceLoad, floor: &fenceFloor,
+			note: fmt.Sprintf("broker leading %d; %d records in %d entries, %d bytes", led, fence.Records, fence.Entries, fenceFloor.bytes)})
 
 	// Failover.
 	var act, elect []float64
@@ -402,11 +574,43 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		}
 		phase("  failover %d/%d: ready %.2f ms after the new leader was known (election %.0f ms)", r+1, cfg.FailoverRounds, act[len(act)-1], elect[len(elect)-1])
 	}
+	load := loadAverage()
 	col.add(fmt.Sprintf("failover-%d", n), Result{Scenario: "failover: new leader known -> ready", Partitions: n, Unit: "ms"},
-		sample{v: medianF(act), floorMs: ms(floor), note: fmt.Sprintf("median of %d failovers", len(act))})
+		sample{v: medianF(act), floorMs: ms(floor), load: load, note: fmt.Sprintf("median of %d failovers", len(act))})
 	col.add(fmt.Sprintf("election-%d", n), Result{Scenario: "  raft election (apart)", Partitions: n, Unit: "ms"},
-		sample{v: medianF(elect), floorMs: ms(floor), note: "leader stopped -> new leader known; randomized timeout"})
+		sample{v: medianF(elect), floorMs: ms(floor), load: load, note: "leader stopped -> new leader known; randomized timeout"})
 	return nil
+}
+
+// hashWord says whether a replay's image matched the active voter's.
+func hashWord(f eventFloor) string {
+	switch {
+	case !f.hashChecked:
+		return "not compared"
+	case f.sameHash:
+		return "equal"
+	}
+	return "DIFFERENT"
+}
+
+// spread is a result's samples as "min-max", or "-" for one sample.
+func spread(res Result, unit func(float64) string) string {
+	if len(res.Samples) < 2 {
+		return "-"
+	}
+	return unit(res.Min) + "-" + unit(res.Max)
+}
+
+// loads is the load averages of a figure's samples.
+func loads(l []float64) string {
+	if len(l) == 0 {
+		return "-"
+	}
+	lo, hi := slices.Min(l), slices.Max(l)
+	if lo == hi {
+		return fmt.Sprintf("%.2f", lo)
+	}
+	return fmt.Sprintf("%.2f-%.2f", lo, hi)
 }
 
 // WriteTable prints the report as a table.
@@ -417,9 +621,11 @@ func (r Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "raft log store: %s\n", r.LogStore)
 	}
 	fmt.Fprintln(w, "raw raft floor: one ~100-byte entry committed sequentially on the same cluster, median; ratio = figure / floor (for a rate: items per floor commit)")
+	fmt.Fprintln(w, "event floor (broker events): the event's entries decoded and applied on one image with no raft, plus the same bytes committed by raft with a no-op FSM; LOAD: the machine's 1-minute load average at each sample")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tPARTITIONS\tRESULT\tRAFT FLOOR\tRATIO\tNOTE")
+	fmt.Fprintln(tw, "SCENARIO\tPARTITIONS\tRESULT\tSPREAD\tLOAD\tRAFT FLOOR\tRATIO\tNOTE")
+	msUnit := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	for _, res := range r.Results {
 		parts := "-"
 		if res.Partitions > 0 {
@@ -427,14 +633,31 @@ func (r Report) WriteTable(w io.Writer) {
 		}
 		val := fmt.Sprintf("%.2f ms", res.Value)
 		ratio := fmt.Sprintf("%.1fx", res.Ratio)
+		spr := spread(res, msUnit)
 		if res.Unit == "topics/s" {
 			val = fmt.Sprintf("%.0f topics/s", res.Value)
 			ratio = fmt.Sprintf("%.1f/floor", res.Ratio)
+			spr = spread(res, func(v float64) string { return fmt.Sprintf("%.0f", v) })
 		}
 		if strings.HasPrefix(res.Scenario, "  raft election") {
 			ratio = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f ms\t%s\t%s\n", res.Scenario, parts, val, res.FloorMs, ratio, res.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f ms\t%s\t%s\n", res.Scenario, parts, val, spr, loads(res.LoadAvg), res.FloorMs, ratio, res.Note)
+		if res.ApplyFloorMs > 0 || res.CommitFloorMs > 0 {
+			fmt.Fprintf(tw, "  event floor: apply %.2f ms + commit %.2f ms\t%s\t%.2f ms\t\t\t\t%.2fx\treplayed image's state hash equal to the voter's in %d of %d\n",
+				res.ApplyFloorMs, res.CommitFloorMs, parts, res.ApplyFloorMs+res.CommitFloorMs, res.EventRatio, res.HashMatched, res.HashChecked)
+		}
+	}
+	_ = tw.Flush()
+	if len(r.Images) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IMAGE\tHEAP/PARTITION/VOTER\tSNAPSHOT/PARTITION\tSNAPSHOT\tWRITE\tRESTORE\tLOAD")
+	for _, im := range r.Images {
+		fmt.Fprintf(tw, "%d partitions\t%.0f B\t%.1f B\t%.1f MiB\t%.0f ms\t%.0f ms\t%s\n", im.Partitions, im.HeapPerPartition, im.SnapshotPerPart,
+			float64(im.SnapshotBytes)/(1<<20), im.SnapshotWriteMs, im.SnapshotRestoreMs, loads(im.LoadAvg))
 	}
 	_ = tw.Flush()
 }

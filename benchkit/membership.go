@@ -139,7 +139,7 @@ func membershipAt(ctx context.Context, cfg Config, dir string, n int, col *colle
 		return fmt.Errorf("the new voter was promoted without installing the leader's snapshot (%d snapshots, %v)", len(installed), err)
 	}
 	col.add(fmt.Sprintf("add-voter-%d", n), Result{Scenario: "add a voter (snapshot install + catch-up)", Partitions: n, Unit: "ms"},
-		sample{v: ms(added), floorMs: ms(floor), note: fmt.Sprintf("snapshot of %d MiB", snapBytes>>20)})
+		sample{v: ms(added), floorMs: ms(floor), load: loadAverage(), note: fmt.Sprintf("snapshot of %d MiB", snapBytes>>20)})
 	phase("  voter added in %v", added.Round(time.Millisecond))
 
 	t1 := time.Now()
@@ -148,7 +148,7 @@ func membershipAt(ctx context.Context, cfg Config, dir string, n int, col *colle
 	}
 	removed := time.Since(t1)
 	col.add(fmt.Sprintf("remove-voter-%d", n), Result{Scenario: "remove a voter", Partitions: n, Unit: "ms"},
-		sample{v: ms(removed), floorMs: ms(floor)})
+		sample{v: ms(removed), floorMs: ms(floor), load: loadAverage()})
 	phase("  voter removed in %v", removed.Round(time.Millisecond))
 	return nil
 }

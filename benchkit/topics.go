@@ -126,7 +126,7 @@ func topicCreation(ctx context.Context, cfg Config, dir string, col *collector, 
 	}
 	rate := float64(cfg.Topics) / took.Seconds()
 	col.add("topics", Result{Scenario: "topic creation via the Kafka listener", Unit: "topics/s"},
-		sample{v: rate, floorMs: ms(floor), note: fmt.Sprintf("%d topics (1 partition, RF 3), %d per request, %d in flight", cfg.Topics, cfg.TopicsPerRequest, cfg.InFlight)})
+		sample{v: rate, floorMs: ms(floor), load: loadAverage(), note: fmt.Sprintf("%d topics (1 partition, RF 3), %d per request, %d in flight", cfg.Topics, cfg.TopicsPerRequest, cfg.InFlight)})
 	phase("  %d topics in %v: %.0f topics/s", cfg.Topics, took.Round(time.Millisecond), rate)
 	return nil
 }

@@ -14,6 +14,9 @@ type RoundStats struct {
 	// time from proposing its entries to their having committed and
 	// applied locally (zero when the round proposed nothing).
 	Compute, Commit time.Duration
+	// FirstIndex and LastIndex are the raft indexes of the round's first
+	// and last entries (zero when it proposed nothing).
+	FirstIndex, LastIndex uint64
 }
 
 // Observer is told about the event loop's work, for metrics. It is called
@@ -32,6 +35,9 @@ func (c *Controller) observeRound(r *round) {
 		Compute: r.compute}
 	if r.staged > 0 {
 		st.Commit = r.committed.Sub(r.proposed)
+	}
+	if n := len(r.indexes); n > 0 {
+		st.FirstIndex, st.LastIndex = r.indexes[0], r.indexes[n-1]
 	}
 	o.RoundCommitted(st)
 }

@@ -198,6 +198,10 @@ func (v *Voter) Addr() string { return v.addr }
 // wrap (stats, configuration changes, barriers, snapshots).
 func (v *Voter) Raft() *raft.Raft { return v.raft }
 
+// LogStore is the voter's raft log, for reading committed entries back
+// (benchmarks replay an event's entries elsewhere). Do not write to it.
+func (v *Voter) LogStore() raft.LogStore { return v.stores.Log }
+
 // Apply proposes data as one log entry. It succeeds only on the leader; the
 // future's Response is what the FSM returned for the entry.
 func (v *Voter) Apply(data []byte, timeout time.Duration) raft.ApplyFuture {
