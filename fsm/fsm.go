@@ -237,6 +237,7 @@ func (im *Image) applyBatch(idx uint64, batch rl.Batch, rec *changeRecorder) *Ap
 			res.Rejected = append(res.Rejected, Rejection{Record: i, Type: r.Type(), Err: err})
 		}
 	}
+	im.trimGrown()
 	im.appliedIndex = idx
 	return res
 }

@@ -153,6 +153,9 @@ type Image struct {
 	// topic after topic, so most lookups are for it. Only apply, under
 	// the FSM's write lock, sets it; readers may use it.
 	hot *Topic
+	// grown lists the topics whose partition array apply has grown in
+	// the entry being applied, to trim at its end (trimGrown).
+	grown []*Topic
 }
 
 func newImage() *Image {

@@ -70,3 +70,50 @@ func TestBrokersStayInIDOrder(t *testing.T) {
 		t.Fatalf("restored image lists brokers %v, want 1 2 4 9", got)
 	}
 }
+
+// TestPartitionArraysTrimmed: a topic created whole in one entry keeps an
+// array of exactly its partitions, not the room append left, and one that
+// grows later (partitions added) is trimmed again after that entry; the
+// image is the same as one restored from its snapshot.
+func TestPartitionArraysTrimmed(t *testing.T) {
+	f := buildLargeImage(t, 300) // three topics of 100 partitions
+	im := f.img
+	for tn := 0; tn < 3; tn++ {
+		tp := im.Topic(topicID(tn))
+		if len(tp.parts) != 100 || cap(tp.parts) != 100 {
+			t.Fatalf("topic %d: %d partitions in an array of %d", tn, len(tp.parts), cap(tp.parts))
+		}
+	}
+	id := topicID(0)
+	var recs []rl.Record
+	for p := int32(100); p < 137; p++ {
+		recs = append(recs, &rl.Partition{TopicID: id, Partition: p, Replicas: []int32{1, 2, 3}})
+	}
+	if res := im.applyBatch(im.appliedIndex+1, recs, nil); res.Err() != nil {
+		t.Fatal(res.Err())
+	}
+	if tp := im.Topic(id); len(tp.parts) != 137 || cap(tp.parts)-137 > 137/16 {
+		t.Fatalf("after adding partitions: %d in an array of %d", len(tp.parts), cap(tp.parts))
+	}
+	if len(im.grown) != 0 {
+		t.Fatalf("%d topics still listed as grown after the entry", len(im.grown))
+	}
+	snap, _ := f.Snapshot()
+	var buf bytes.Buffer
+	if err := snap.(*snapshot).fr.writeTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := New(Options{})
+	if err := g.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	h1, _ := f.StateHash()
+	if h2, _ := g.StateHash(); h1 != h2 {
+		t.Fatal("restored image hashes differently")
+	}
+	if got := g.img.Topic(id).parts; !slices.EqualFunc(got, im.Topic(id).parts, func(a, b Partition) bool {
+		return slices.Equal(a.Replicas, b.Replicas) && a.Leader == b.Leader && a.PartitionEpoch == b.PartitionEpoch
+	}) {
+		t.Fatal("restored partitions differ")
+	}
+}

@@ -97,7 +97,25 @@ func (im *Image) setPartition(id rl.TopicID, p int32, v Partition) {
 
 func (im *Image) appendPartition(id rl.TopicID, v Partition) {
 	t := im.mutableTopic(id)
+	if len(t.parts) == cap(t.parts) && (len(im.grown) == 0 || im.grown[len(im.grown)-1] != t) {
+		im.grown = append(im.grown, t)
+	}
 	t.parts = append(t.parts, v)
+}
+
+// trimGrown gives each topic whose partitions grew in the entry just
+// applied an array of exactly its size: append doubles a small one, and
+// most topics are created whole in one entry and never grow again, so the
+// room append left would stay empty for good (a quarter of the image's
+// partition bytes, for topics of 100 partitions).
+func (im *Image) trimGrown() {
+	for _, t := range im.grown {
+		if n := len(t.parts); cap(t.parts)-n > n/16 {
+			t.parts = append(make([]Partition, 0, n), t.parts...)
+		}
+	}
+	clear(im.grown)
+	im.grown = im.grown[:0]
 }
 
 func (im *Image) staged(rl.TopicID) bool { return false }
