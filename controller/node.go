@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/internal/gcpace"
 	"github.com/ctrlquorum/ctrlquorum/voter"
 )
 
@@ -67,6 +68,9 @@ type Node struct {
 	// (readyourwrites.go).
 	sender    Sender
 	readIndex readIndexSource
+	// untrack takes the image out of the process's memory limit
+	// (internal/gcpace).
+	untrack func()
 }
 
 // StartNode starts a controller voter. A fresh data directory bootstraps
@@ -105,6 +109,10 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		cfg.Controller(&cc)
 	}
 	n := &Node{Voter: v, FSM: f, Controller: New(cc), log: logger, watchDone: make(chan struct{}), sender: cc.Sender}
+	n.untrack = gcpace.Track(func() (parts int) {
+		f.View(func(im *fsm.Image) { parts = im.NumPartitions() })
+		return parts
+	})
 	go n.watchLeadership()
 	return n, nil
 }
@@ -144,6 +152,7 @@ func (n *Node) Shutdown() error {
 		n.Controller.Deactivate()
 		err = n.Voter.Shutdown()
 		<-n.watchDone
+		n.untrack()
 	})
 	return err
 }

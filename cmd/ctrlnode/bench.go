@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ctrlquorum/ctrlquorum/benchkit"
+	"github.com/ctrlquorum/ctrlquorum/internal/gcpace"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -106,6 +107,7 @@ log of --open-entries entries.
 	cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	gcpace.Start(ctx, gcpace.Config{Logger: cfg.Logger})
 	start := time.Now()
 	if *logStore != "" {
 		variants, err := benchkit.LogStoreVariants(*logStore)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/gcpace"
 	"github.com/ctrlquorum/ctrlquorum/server"
 	"github.com/ctrlquorum/ctrlquorum/server/devcluster"
 )
@@ -148,6 +149,7 @@ Admin commands reach the voters by default (--bootstrap-controller
 	fmt.Fprintln(stdout, "Ctrl-C stops; starting again keeps the state.")
 
 	ctx, cancel := context.WithCancel(context.Background())
+	gcpace.Start(ctx, gcpace.Config{Logger: logger})
 	go dc.WatchActive(ctx, func(voter, epoch int32) {
 		fmt.Fprintf(stdout, "active controller: voter %d, controller epoch %d\n", voter, epoch)
 	})

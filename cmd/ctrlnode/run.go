@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/gcpace"
 	"github.com/ctrlquorum/ctrlquorum/server"
 )
 
@@ -146,6 +147,7 @@ Settings:`)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	gcpace.Start(ctx, gcpace.Config{Logger: logger})
 	if s.Node != nil {
 		go reportLeadership(ctx, s, stdout)
 	}
