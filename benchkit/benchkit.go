@@ -46,6 +46,11 @@ type Config struct {
 	Partitions []int
 	// Brokers in the cluster (replication factor 3). Default 10.
 	Brokers int
+	// BrokersPerSize, if set, gives the brokers of each size of
+	// Partitions in turn (a zero or missing entry: Brokers), so that one
+	// run compares a broker leading the same share at two sizes: 1M
+	// partitions over 10 brokers and 10M over 100.
+	BrokersPerSize []int
 	// Topics created in the topic-creation scenario. Default 2000.
 	Topics int
 	// TopicsPerRequest and InFlight shape the CreateTopics traffic.
@@ -117,6 +122,7 @@ func (c *Config) defaults() {
 type Result struct {
 	Scenario   string  `json:"scenario"`
 	Partitions int     `json:"partitions,omitempty"`
+	Brokers    int     `json:"brokers,omitempty"`
 	Value      float64 `json:"value"`
 	Unit       string  `json:"unit"` // "ms" or "topics/s"
 	// Samples are the individual measurements the value is the median of.
@@ -152,6 +158,7 @@ type Result struct {
 // restore it into a fresh image.
 type ImageResult struct {
 	Partitions        int       `json:"partitions"`
+	Brokers           int       `json:"brokers"`
 	HeapPerPartition  float64   `json:"heap_bytes_per_partition"`
 	SnapshotPerPart   float64   `json:"snapshot_bytes_per_partition"`
 	SnapshotWriteMs   float64   `json:"snapshot_write_ms"`
@@ -164,15 +171,18 @@ type ImageResult struct {
 
 // Report is the outcome of a run.
 type Report struct {
-	CPUs       int           `json:"cpus"`
-	GOMAXPROCS int           `json:"gomaxprocs"`
-	Voters     int           `json:"voters"`
-	Brokers    int           `json:"brokers"`
-	Runs       int           `json:"runs"`
-	LogStore   string        `json:"log_store,omitempty"`
-	Took       time.Duration `json:"took_ns"`
-	Results    []Result      `json:"results"`
-	Images     []ImageResult `json:"images,omitempty"`
+	CPUs       int `json:"cpus"`
+	GOMAXPROCS int `json:"gomaxprocs"`
+	Voters     int `json:"voters"`
+	Brokers    int `json:"brokers"`
+	// BrokersPerSize is Config.BrokersPerSize, when set.
+	BrokersPerSize []int         `json:"brokers_per_size,omitempty"`
+	Runs           int           `json:"runs"`
+	LogStore       string        `json:"log_store,omitempty"`
+	Took           time.Duration `json:"took_ns"`
+	Results        []Result      `json:"results"`
+	Images         []ImageResult `json:"images,omitempty"`
+	Targets        []Target      `json:"targets,omitempty"`
 }
 
 type sample struct {
@@ -184,7 +194,7 @@ type sample struct {
 
 type imageSample struct {
 	heapPerPart, snapPerPart, writeMs, restoreMs, load float64
-	snapBytes                                          int
+	snapBytes, brokers                                 int
 }
 
 type collector struct {
@@ -192,32 +202,33 @@ type collector struct {
 	order  []string
 	data   map[string][]sample
 	meta   map[string]Result
-	images map[int][]imageSample
-	sizes  []int
+	images map[[2]int][]imageSample // by partitions, brokers
+	sizes  [][2]int
 }
 
 func (c *collector) addImage(n int, s imageSample) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.images == nil {
-		c.images = map[int][]imageSample{}
+		c.images = map[[2]int][]imageSample{}
 	}
-	if _, ok := c.images[n]; !ok {
-		c.sizes = append(c.sizes, n)
+	k := [2]int{n, s.brokers}
+	if _, ok := c.images[k]; !ok {
+		c.sizes = append(c.sizes, k)
 	}
-	c.images[n] = append(c.images[n], s)
+	c.images[k] = append(c.images[k], s)
 }
 
 func (c *collector) imageResults() []ImageResult {
 	var out []ImageResult
 	for _, n := range c.sizes {
-		r := ImageResult{Partitions: n}
+		r := ImageResult{Partitions: n[0]}
 		var heap, snap, write, restore []float64
 		for _, s := range c.images[n] {
 			heap, snap = append(heap, s.heapPerPart), append(snap, s.snapPerPart)
 			write, restore = append(write, s.writeMs), append(restore, s.restoreMs)
 			r.LoadAvg = append(r.LoadAvg, s.load)
-			r.SnapshotBytes = s.snapBytes
+			r.SnapshotBytes, r.Brokers = s.snapBytes, s.brokers
 		}
 		r.HeapPerPartition, r.SnapshotPerPart = medianF(heap), medianF(snap)
 		r.SnapshotWriteMs, r.SnapshotRestoreMs = medianF(write), medianF(restore)
@@ -296,7 +307,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	cfg.defaults()
 	start := time.Now()
-	rep := Report{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Voters: 3, Brokers: cfg.Brokers, Runs: cfg.Runs}
+	rep := Report{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Voters: 3, Brokers: cfg.Brokers, BrokersPerSize: cfg.BrokersPerSize, Runs: cfg.Runs}
 	if cfg.LogStore != nil {
 		rep.LogStore = cfg.LogStore.Name
 	}
@@ -324,19 +335,25 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if err := topicCreation(ctx, cfg, fmt.Sprintf("%s/run%d-topics", dir, run), &col, phase); err != nil {
 			return rep, fmt.Errorf("topic creation: %w", err)
 		}
-		for _, n := range cfg.Partitions {
+		for i, n := range cfg.Partitions {
 			step++
-			phase("(%d/%d) run %d: %d partitions", step, total, run, n)
-			if err := cfg.prepare(fmt.Sprintf("%s/run%d-%d", dir, run, n)); err != nil {
+			scfg := cfg
+			if i < len(cfg.BrokersPerSize) && cfg.BrokersPerSize[i] > 0 {
+				scfg.Brokers = cfg.BrokersPerSize[i]
+			}
+			phase("(%d/%d) run %d: %d partitions, %d brokers", step, total, run, n, scfg.Brokers)
+			sdir := fmt.Sprintf("%s/run%d-%d-%d", dir, run, n, scfg.Brokers)
+			if err := cfg.prepare(sdir); err != nil {
 				return rep, err
 			}
-			if err := perSize(ctx, cfg, fmt.Sprintf("%s/run%d-%d", dir, run, n), n, &col, phase); err != nil {
+			if err := perSize(ctx, scfg, sdir, n, &col, phase); err != nil {
 				return rep, fmt.Errorf("%d partitions: %w", n, err)
 			}
 		}
 	}
 	rep.Results = col.results()
 	rep.Images = col.imageResults()
+	rep.Targets = targets(rep)
 	rep.Took = time.Since(start)
 	return rep, nil
 }
@@ -394,7 +411,7 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		return err
 	}
 	img := imageSample{heapPerPart: float64(int64(heapAfter)-int64(heapBefore)) / float64(3*n), snapPerPart: float64(len(snapShutdown.data)) / float64(n),
-		writeMs: ms(snapShutdown.write), restoreMs: ms(restoreTook), snapBytes: len(snapShutdown.data), load: loadAverage()}
+		writeMs: ms(snapShutdown.write), restoreMs: ms(restoreTook), snapBytes: len(snapShutdown.data), brokers: cfg.Brokers, load: loadAverage()}
 	col.addImage(n, img)
 	phase("  image: %.0f B heap per partition per voter; snapshot %.1f B per partition, written in %v, restored in %v",
 		img.heapPerPart, img.snapPerPart, snapShutdown.write.Round(time.Millisecond), restoreTook.Round(time.Millisecond))
@@ -538,10 +555,10 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 			f.what, f.floor.apply.Round(time.Microsecond), f.floor.commit.Round(time.Microsecond), f.floor.entries, f.floor.bytes,
 			hashWord(f.floor), float64(f.took)/float64(max(f.floor.total(), 1)))
 	}
-	col.add(fmt.Sprintf("shutdown-%d", n), Result{Scenario: "controlled shutdown", Partitions: n, Unit: "ms"},
+	col.add(fmt.Sprintf("shutdown-%d-%d", n, cfg.Brokers), Result{Scenario: "controlled shutdown", Partitions: n, Brokers: cfg.Brokers, Unit: "ms"},
 		sample{v: ms(shutdown), floorMs: ms(floor), load: shutdownLoad, floor: &shutdownFloor,
 			note: fmt.Sprintf("broker leading %d partitions; %d entries, %d bytes", shutdownLed, shutdownFloor.entries, shutdownFloor.bytes)})
-	col.add(fmt.Sprintf("fence-%d", n), Result{Scenario: "broker failure (fence round)", Partitions: n, Unit: "ms"},
+	col.add(fmt.Sprintf("fence-%d-%d", n, cfg.Brokers), Result{Scenario: "broker failure (fence round)", Partitions: n, Brokers: cfg.Brokers, Unit: "ms"},
 		sample{v: ms(fenceTime), floorMs: ms(floor), load: fenceLoad, floor: &fenceFloor,
 			note: fmt.Sprintf("broker leading %d; %d records in %d entries, %d bytes", led, fence.Records, fence.Entries, fenceFloor.bytes)})
 
@@ -575,9 +592,9 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 		phase("  failover %d/%d: ready %.2f ms after the new leader was known (election %.0f ms)", r+1, cfg.FailoverRounds, act[len(act)-1], elect[len(elect)-1])
 	}
 	load := loadAverage()
-	col.add(fmt.Sprintf("failover-%d", n), Result{Scenario: "failover: new leader known -> ready", Partitions: n, Unit: "ms"},
+	col.add(fmt.Sprintf("failover-%d-%d", n, cfg.Brokers), Result{Scenario: "failover: new leader known -> ready", Partitions: n, Brokers: cfg.Brokers, Unit: "ms"},
 		sample{v: medianF(act), floorMs: ms(floor), load: load, note: fmt.Sprintf("median of %d failovers", len(act))})
-	col.add(fmt.Sprintf("election-%d", n), Result{Scenario: "  raft election (apart)", Partitions: n, Unit: "ms"},
+	col.add(fmt.Sprintf("election-%d-%d", n, cfg.Brokers), Result{Scenario: "  raft election (apart)", Partitions: n, Brokers: cfg.Brokers, Unit: "ms"},
 		sample{v: medianF(elect), floorMs: ms(floor), load: load, note: "leader stopped -> new leader known; randomized timeout"})
 	return nil
 }
@@ -615,8 +632,12 @@ func loads(l []float64) string {
 
 // WriteTable prints the report as a table.
 func (r Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "ctrlnode bench: 3 voters in this process sharing %d CPUs (GOMAXPROCS %d) with the benchmark; %d brokers, RF 3; %d run(s); took %v\n",
-		r.CPUs, r.GOMAXPROCS, r.Brokers, r.Runs, r.Took.Round(time.Second))
+	brokers := fmt.Sprint(r.Brokers)
+	if len(r.BrokersPerSize) > 0 {
+		brokers = strings.Trim(strings.Join(strings.Fields(fmt.Sprint(r.BrokersPerSize)), ","), "[]")
+	}
+	fmt.Fprintf(w, "ctrlnode bench: 3 voters in this process sharing %d CPUs (GOMAXPROCS %d) with the benchmark; %s brokers, RF 3; %d run(s); took %v\n",
+		r.CPUs, r.GOMAXPROCS, brokers, r.Runs, r.Took.Round(time.Second))
 	if r.LogStore != "" {
 		fmt.Fprintf(w, "raft log store: %s\n", r.LogStore)
 	}
@@ -630,6 +651,9 @@ func (r Report) WriteTable(w io.Writer) {
 		parts := "-"
 		if res.Partitions > 0 {
 			parts = fmt.Sprint(res.Partitions)
+			if len(r.BrokersPerSize) > 0 {
+				parts += fmt.Sprintf(" / %d brokers", res.Brokers)
+			}
 		}
 		val := fmt.Sprintf("%.2f ms", res.Value)
 		ratio := fmt.Sprintf("%.1fx", res.Ratio)
@@ -649,6 +673,7 @@ func (r Report) WriteTable(w io.Writer) {
 		}
 	}
 	_ = tw.Flush()
+	defer writeTargets(w, r.Targets)
 	if len(r.Images) == 0 {
 		return
 	}
@@ -656,7 +681,7 @@ func (r Report) WriteTable(w io.Writer) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "IMAGE\tHEAP/PARTITION/VOTER\tSNAPSHOT/PARTITION\tSNAPSHOT\tWRITE\tRESTORE\tLOAD")
 	for _, im := range r.Images {
-		fmt.Fprintf(tw, "%d partitions\t%.0f B\t%.1f B\t%.1f MiB\t%.0f ms\t%.0f ms\t%s\n", im.Partitions, im.HeapPerPartition, im.SnapshotPerPart,
+		fmt.Fprintf(tw, "%d partitions, %d brokers\t%.0f B\t%.1f B\t%.1f MiB\t%.0f ms\t%.0f ms\t%s\n", im.Partitions, im.Brokers, im.HeapPerPartition, im.SnapshotPerPart,
 			float64(im.SnapshotBytes)/(1<<20), im.SnapshotWriteMs, im.SnapshotRestoreMs, loads(im.LoadAvg))
 	}
 	_ = tw.Flush()

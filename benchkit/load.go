@@ -30,6 +30,23 @@ func rawRaftFloor(n *controller.Node, samples int) (time.Duration, error) {
 	return median(d), nil
 }
 
+// loadLeader waits for a leader whose image holds every committed entry
+// (a barrier committed in its term).
+func loadLeader(ctx context.Context, c *cluster) (*controller.Node, error) {
+	for {
+		for _, n := range c.running() {
+			if n != nil && n.Voter.IsLeader() && n.Voter.Raft().Barrier(time.Minute).Error() == nil {
+				return n, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no leader: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 func median(s []time.Duration) time.Duration {
 	if len(s) == 0 {
 		return 0
@@ -61,12 +78,30 @@ func loadImage(ctx context.Context, c *cluster, partitions int, brokers int32, p
 		if err != nil {
 			return err
 		}
-		f := node.Voter.Raft().Apply(data, time.Minute)
-		if err := f.Error(); err != nil {
-			return fmt.Errorf("load image: %w", err)
-		}
-		if res, ok := f.Response().(*fsm.ApplyResult); ok && res.Err() != nil {
-			return fmt.Errorf("load image: %w", res.Err())
+		first := batch[0].(*rl.Topic).TopicID
+		for attempt := 1; ; attempt++ {
+			f := node.Voter.Raft().Apply(data, time.Minute)
+			err := f.Error()
+			if err == nil {
+				if res, ok := f.Response().(*fsm.ApplyResult); ok && res.Err() != nil {
+					return fmt.Errorf("load image: %w", res.Err())
+				}
+				break
+			}
+			// On a loaded machine a large image can outlast a leader:
+			// go on with the next one, after finding out whether the
+			// batch committed before the change.
+			if attempt == 5 {
+				return fmt.Errorf("load image: %w", err)
+			}
+			if node, err = loadLeader(ctx, c); err != nil {
+				return fmt.Errorf("load image: %w", err)
+			}
+			committed := false
+			node.FSM.View(func(im *fsm.Image) { committed = im.Topic(first) != nil })
+			if committed {
+				break
+			}
 		}
 		batch = batch[:0]
 		done += pending

@@ -23,7 +23,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	parts := fs.String("partitions", "10000,100000", "comma-separated image sizes N for the per-size scenarios")
-	brokers := fs.Int("brokers", 10, "brokers (replication factor 3)")
+	brokers := fs.String("brokers", "10", "brokers (replication factor 3); or a comma-separated list with one count per --partitions size, e.g. --partitions 1000000,10000000 --brokers 10,100 (a broker leads 100k partitions at both)")
 	topics := fs.Int("topics", 2000, "topics created in the topic-creation scenario")
 	perReq := fs.Int("topics-per-request", 50, "topics per CreateTopics request")
 	inflight := fs.Int("in-flight", 8, "CreateTopics requests in flight")
@@ -79,7 +79,7 @@ log of --open-entries entries.
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
 	}
-	cfg := benchkit.Config{Brokers: *brokers, Topics: *topics, TopicsPerRequest: *perReq, InFlight: *inflight,
+	cfg := benchkit.Config{Topics: *topics, TopicsPerRequest: *perReq, InFlight: *inflight,
 		FailoverRounds: *rounds, FloorSamples: *floor, Runs: *runs, Dir: *dir}
 	for _, p := range strings.Split(*parts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
@@ -89,8 +89,20 @@ log of --open-entries entries.
 		}
 		cfg.Partitions = append(cfg.Partitions, n)
 	}
-	if *brokers < 3 {
-		fmt.Fprintf(stderr, "ctrlnode bench: --brokers %d: want at least 3 (replication factor 3)\n", *brokers)
+	for _, b := range strings.Split(*brokers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(b))
+		if err != nil || n < 3 {
+			fmt.Fprintf(stderr, "ctrlnode bench: --brokers: %q is not a count of at least 3 (replication factor 3)\n", b)
+			return exitUsage
+		}
+		cfg.BrokersPerSize = append(cfg.BrokersPerSize, n)
+	}
+	cfg.Brokers = cfg.BrokersPerSize[0]
+	switch {
+	case len(cfg.BrokersPerSize) == 1:
+		cfg.BrokersPerSize = nil
+	case len(cfg.BrokersPerSize) != len(cfg.Partitions):
+		fmt.Fprintf(stderr, "ctrlnode bench: --brokers lists %d counts for %d --partitions sizes\n", len(cfg.BrokersPerSize), len(cfg.Partitions))
 		return exitUsage
 	}
 	for name, v := range map[string]int{"--topics": *topics, "--topics-per-request": *perReq, "--in-flight": *inflight,
@@ -101,7 +113,7 @@ log of --open-entries entries.
 		}
 	}
 	if *quick {
-		cfg.Partitions, cfg.Topics, cfg.FailoverRounds, cfg.FloorSamples = []int{1000}, 200, 2, 20
+		cfg.Partitions, cfg.Topics, cfg.FailoverRounds, cfg.FloorSamples, cfg.BrokersPerSize = []int{1000}, 200, 2, 20, nil
 	}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "bench", Level: hclog.LevelFromString(*logLevel), Output: stderr})
 	cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
