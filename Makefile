@@ -12,7 +12,7 @@ all: lint build test
 build:
 	$(GO) build -o $(BIN) ./cmd/ctrlnode
 
-## run: a three-voter quorum with simulated brokers on localhost, data in ./ctrlnode-data
+## run: three voters and three brokers on localhost, data in ./ctrlnode-data
 run:
 	$(GO) run ./cmd/ctrlnode dev --data ./ctrlnode-data
 

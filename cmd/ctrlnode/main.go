@@ -1,6 +1,6 @@
 // Command ctrlnode runs ctrlquorum nodes and administers a cluster.
 //
-//	ctrlnode dev         three voters and three simulated brokers on localhost
+//	ctrlnode dev         three voters and three brokers (with partition data) on localhost
 //	ctrlnode format      write a node's identity into its data directory before its first start
 //	ctrlnode run         one node from a config file, the environment and flags
 //	ctrlnode topics      create, list, describe, delete, add-partitions, alter-config
@@ -36,7 +36,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"dev", "run three voters and three simulated brokers on localhost", runDev},
+		{"dev", "run three voters and three brokers with partition data on localhost", runDev},
 		{"format", "write a new node's identity (cluster id, node id, directory id) into its data directory", runFormat},
 		{"run", "run one node (voter, broker or both) from a config file, the environment and flags", runRun},
 		{"topics", "create, list, describe, delete, add-partitions, alter-config", runTopics},

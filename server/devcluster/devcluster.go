@@ -1,7 +1,8 @@
 // Package devcluster assembles what `ctrlnode dev` runs: three controller
-// voters (ids 1001-1003) and three simulated brokers (ids 1-3) in one
-// process on a loopback address, each a server.Server, optionally over
-// mutual TLS (Certs) and with SASL (Security).
+// voters (ids 1001-1003) and three brokers (ids 1-3) in one process on a
+// loopback address, each a server.Server, optionally over mutual TLS
+// (Certs) and with SASL (Security). The brokers keep partition data, or
+// with SimulatedBrokers only what the controller told them.
 //
 // The layout is fixed, so that a restart finds the quorum it
 // bootstrapped. Ports are offsets from Layout.Port (default 19092):
@@ -11,8 +12,8 @@
 //	HTTP endpoints of voters 1001-1003    port+200 .. +202
 //	broker agents 1-3                     port+300 .. +302
 //
-// Data: <data>/voter-1001 .. voter-1003, one raft log each; the brokers
-// keep nothing.
+// Data: <data>/voter-1001 .. voter-1003, one raft log each, and
+// <data>/broker-1 .. broker-3, each broker's partition logs.
 package devcluster
 
 import (
