@@ -13,6 +13,7 @@ func TestBenchQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	// Raft's warnings (elections, lost leadership, failed heartbeats) go
 	// to stderr with the progress lines, printed if the run fails.
 	r := ctl(t, nil, "bench", "--quick", "--json", "--log-level", "warn")

@@ -23,6 +23,7 @@ func TestAdminCommandsBothBootstraps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	base := freePortBase(t, devPorts...)
 	data := t.TempDir()
 	dev := startProc(t, "dev", nil, "dev", "--data", data, "--port", strconv.Itoa(base), "--log-level", "warn", "--session-timeout", "2s")

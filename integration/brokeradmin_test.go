@@ -24,6 +24,7 @@ func TestDevBrokersServeAdminAndForgetDeletedTopics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	base := freePortBase(t, devPorts...)
 	dev := startProc(t, "dev", nil, "dev", "--data", t.TempDir(), "--port", strconv.Itoa(base),
 		"--log-level", "warn", "--session-timeout", "2s")

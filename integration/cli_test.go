@@ -15,6 +15,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	good := []string{
@@ -88,6 +89,7 @@ func TestCommandLineMistakes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	data := filepath.Join(t.TempDir(), "dev-data")
 	cases := []struct {
 		args []string

@@ -339,6 +339,7 @@ func TestClientMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary and the clients")
 	}
+	t.Parallel()
 	clients := matrixClients()
 	for _, c := range clients {
 		c.need(t)

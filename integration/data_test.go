@@ -35,6 +35,7 @@ func TestDataAcrossLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	_, kcatErr := exec.LookPath("kcat")
 	testkit.Need(t, "kcat", kcatErr)
 	all, nodes, dir := threeNodeSettings(t, [2]string{"broker.replica.lag.time", "3s"})
@@ -238,6 +239,7 @@ func TestDivergentReplicaTruncatedAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	all, nodes, dir := threeNodeSettings(t, [2]string{"broker.replica.lag.time", "60s"})
 	var brokers []string
 	dataDirs := map[int32]string{}

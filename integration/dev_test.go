@@ -109,6 +109,7 @@ func TestDevAdminCommandsAndRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	base := freePortBase(t, devPorts...)
 	boot := fmt.Sprintf("127.0.0.1:%d", base)
 	var httpArgs []string

@@ -25,6 +25,7 @@ func TestKcatSASLLogin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	_, err := exec.LookPath("kcat")
 	testkit.Need(t, "kcat", err)
 	base := freePortBase(t, devPorts...)
@@ -86,6 +87,7 @@ func TestKcatSASLLoginAtBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	_, err := exec.LookPath("kcat")
 	testkit.Need(t, "kcat", err)
 	base := freePortBase(t, devPorts...)

@@ -18,6 +18,7 @@ func TestDevSASL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	base := freePortBase(t, devPorts...)
 	boot := fmt.Sprintf("127.0.0.1:%d", base)
 	data := t.TempDir()

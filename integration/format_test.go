@@ -54,6 +54,7 @@ func TestFormatAndRunRefusals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	base := freePortBase(t, 0, 1)
 	raft, lis := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1)

@@ -28,6 +28,7 @@ func TestRunPerListenerSettings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	certs := filepath.Join(dir, "certs")
 	if r := ctl(t, nil, "certs", "--out", certs, "--voters", "1001", "--brokers", "1", "--combined", "1001:1", "--clients", "admin"); r.code != 0 {

@@ -348,6 +348,7 @@ func TestReplaceVoterAfterLostDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	c := newMembersCluster(t)
 	d := c.describe()
 	victim := d.LeaderID
@@ -414,6 +415,7 @@ func TestGrowAndShrinkVotersUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	c := newMembersCluster(t)
 	c.describe()
 	load := c.startLoad("grow")

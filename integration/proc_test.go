@@ -176,9 +176,7 @@ func (r result) String() string {
 func ctl(t *testing.T, env []string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(ctrlnode(t), args...)
-	if env != nil {
-		cmd.Env = env
-	}
+	cmd.Env = withoutExitSleep(env)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -189,6 +187,25 @@ func ctl(t *testing.T, env []string, args ...string) result {
 		t.Fatalf("ctrlnode %v: %v", args, err)
 	}
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// withoutExitSleep is env (nil: this process's environment) with the
+// race detector's exit sleep turned off. A race-built process that exits
+// 0 sleeps atexit_sleep_ms (a second by default) first, for goroutines
+// still running to report races; an admin command has finished its work
+// by then, and the tests run hundreds of them, polling. A race it hit
+// still makes it exit 66. Any GORACE options already set are kept.
+func withoutExitSleep(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	opts := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GORACE="); ok {
+			opts = v
+		}
+	}
+	return append(env[:len(env):len(env)], "GORACE="+strings.TrimSpace(opts+" atexit_sleep_ms=0"))
 }
 
 // ctlJSON runs an admin command until it exits 0 (or timeout passes)
@@ -211,18 +228,36 @@ func ctlJSON(t *testing.T, timeout time.Duration, v any, args ...string) {
 	})
 }
 
+// reservedPorts are the ports freePortBase has handed out in this test
+// binary. The tests run in parallel, and a range is free when laid out,
+// not held until its nodes bind it: without the reservation a test
+// starting meanwhile could be handed the same ports. A port stays
+// reserved for the whole run, so a node restarted on its old port never
+// finds it given to another test.
+var reservedPorts = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // freePortBase finds a base port p such that p+offset is free for every
-// offset. The ports come from below the kernel's ephemeral range
-// (32768 and up here): a process restarted on its old port must not find it
-// taken by some outgoing connection's source port in the meantime.
+// offset, and reserves those ports for the caller. The ports come from
+// below the kernel's ephemeral range (32768 and up here): a process
+// restarted on its old port must not find it taken by some outgoing
+// connection's source port in the meantime.
 func freePortBase(t *testing.T, offsets ...int) int {
 	t.Helper()
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+	reservedPorts.Lock()
+	defer reservedPorts.Unlock()
 	for try := 0; try < 500; try++ {
 		base := 10000 + rnd.IntN(22000)
 		ok := true
 		var held []net.Listener
 		for _, off := range offsets {
+			if reservedPorts.ports[base+off] {
+				ok = false
+				break
+			}
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))
 			if err != nil {
 				ok = false
@@ -234,6 +269,9 @@ func freePortBase(t *testing.T, offsets ...int) int {
 			_ = l.Close()
 		}
 		if ok {
+			for _, off := range offsets {
+				reservedPorts.ports[base+off] = true
+			}
 			return base
 		}
 	}

@@ -129,6 +129,7 @@ func TestRunThreeNodesFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	nodes := threeNodes(t)
 	procs := map[int32]*proc{}
 	for _, n := range nodes {

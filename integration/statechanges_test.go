@@ -31,6 +31,7 @@ func TestLastReplicaFailureSameWhereverTheControllerRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
+	t.Parallel()
 	beside := runLastReplicaCase(t, false)
 	embedded := runLastReplicaCase(t, true)
 	if !samePartition(beside.final, embedded.final) {

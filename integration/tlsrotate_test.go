@@ -175,6 +175,7 @@ func TestRunTLSRotateOnSIGHUP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	bin := ctrlnode(t)
 	all, nodes, dir := threeNodeSettings(t)
 	certDir := filepath.Join(dir, "tls")

@@ -167,6 +167,7 @@ func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two builds of the binary")
 	}
+	t.Parallel()
 	prev, cur := previousBuild(t), ctrlnode(t)
 	all, nodes, dir := threeNodeSettings(t)
 	for i := range nodes {

@@ -22,6 +22,7 @@ func TestDevMirrorsToZooKeeperAndMigrate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	srv := zktest.Start(t)
 	base := freePortBase(t, devPorts...)
 	boot := fmt.Sprintf("127.0.0.1:%d", base)
