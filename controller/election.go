@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ctrlquorum/ctrlquorum/internal/plantedbug"
 	"github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
@@ -222,6 +223,13 @@ func (a *int32Arena) shrinkISR(isr []int32, gone Brokers) []int32 {
 
 func electOffline(in ElectionInput) (Election, error) {
 	p := in.Partition
+	if plantedbug.On(plantedbug.UncleanElection) {
+		for _, r := range p.Replicas {
+			if has(in.Live, r) && !slices.Contains(p.ISR, r) {
+				return Election{Leader: r, ISR: []int32{r}, Receivers: in.lists.liveOf(p.Replicas, in.Live), Unclean: true}, nil
+			}
+		}
+	}
 	for _, r := range p.Replicas {
 		if has(in.Live, r) && slices.Contains(p.ISR, r) {
 			return Election{

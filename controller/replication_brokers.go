@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	"github.com/ctrlquorum/ctrlquorum/internal/plantedbug"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
@@ -104,7 +105,7 @@ func (m *replicationManager) onlineBrokerReplicas(w *work, id int32) error {
 		case rl.NewReplica, rl.OfflineReplica, rl.ReplicaDeletionIneligible:
 			toOnline = append(toOnline, replica{ref: ref, broker: id})
 		}
-		if p.Leader == rl.NoLeader {
+		if p.Leader == rl.NoLeader || (plantedbug.On(plantedbug.UncleanElection) && p.State == rl.OnlinePartition && !p.InISR(id)) {
 			leaderless = append(leaderless, ref)
 		}
 	}

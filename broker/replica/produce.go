@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
+	"github.com/ctrlquorum/ctrlquorum/internal/plantedbug"
 )
 
 // produced is one partition's append, waiting for acks=all.
@@ -128,7 +129,7 @@ func (m *Manager) awaitReplication(ctx context.Context, waits []produced, timeou
 			switch {
 			case w.p.role != roleLeader || w.p.leaderEpoch != epochs[i]:
 				w.out.ErrorCode, w.done = kerr.NotLeaderForPartition.Code, true
-			case w.p.hw > w.last:
+			case w.p.hw > w.last || plantedbug.On(plantedbug.EarlyAck):
 				if len(w.p.isr) < m.cfg.MinInsyncReplicas {
 					w.out.ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
 				}
