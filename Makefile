@@ -72,3 +72,11 @@ JEPSEN_REPORT ?= $(or $(TMPDIR),/tmp)/ctrlquorum-jepsen
 jepsen:
 	$(GO) test ./integration/jepsen -run '^TestJepsen$$' -count=1 -v -timeout 2h \
 		-args -duration=$(DURATION) -seed=$(SEED) -nemesis=$(NEMESIS) -report=$(JEPSEN_REPORT)
+
+## jepsen-bugs: a run per planted bug (ctrlnode built with -tags plantedbugs), each of which must
+## make its data checker fail; BUG_DURATION each (default 45s), SEED, JEPSEN_REPORT
+BUG_DURATION ?= 45s
+.PHONY: jepsen-bugs
+jepsen-bugs:
+	$(GO) test ./integration/jepsen -run '^TestJepsenPlantedBugs$$' -count=1 -v -timeout 1h \
+		-args -planted-bugs=all -duration=$(BUG_DURATION) -seed=$(SEED) -report=$(JEPSEN_REPORT)

@@ -211,6 +211,8 @@ type procs struct {
 	// inside the namespace a NAT rule per group makes every connection
 	// they open leave from their host's address (see netRules).
 	gid func(host int) uint32
+	// env is added to every process's environment.
+	env []string
 
 	mu         sync.Mutex
 	all        []*proc
@@ -218,11 +220,11 @@ type procs struct {
 	unexpected []string
 }
 
-func newProcs(bin, logDir string, specs []nodeSpec, gid func(int) uint32) (*procs, error) {
+func newProcs(bin, logDir string, specs []nodeSpec, gid func(int) uint32, env []string) (*procs, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &procs{bin: bin, logDir: logDir, gid: gid, byName: map[string]*proc{}}
+	c := &procs{bin: bin, logDir: logDir, gid: gid, env: env, byName: map[string]*proc{}}
 	for _, s := range specs {
 		p := &proc{spec: s, c: c}
 		c.all = append(c.all, p)
@@ -257,7 +259,7 @@ func (p *proc) start() error {
 	// The binary has the race detector: a race ends the process at once
 	// (an exit the run sees) instead of only changing the exit code of a
 	// process the run kills anyway.
-	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" halt_on_error=1"))
+	cmd.Env = append(append(os.Environ(), p.c.env...), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" halt_on_error=1"))
 	// The process dies with the test binary, even killed -9.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.c.gid != nil {

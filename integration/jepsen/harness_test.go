@@ -225,6 +225,8 @@ type runSettings struct {
 	ns        *nemesis.Namespace
 	workers   int
 	opTimeout time.Duration
+	// env is added to every process's environment.
+	env []string
 }
 
 // waitUntil polls cond every 100 ms until it holds or timeout passes, and
@@ -240,11 +242,47 @@ func waitUntil(timeout time.Duration, cond func() string) string {
 	}
 }
 
-// runJepsen is one run: start the processes, run the workload and the
-// nemesis for cfg.Duration, heal, wait for recovery, read the final state,
-// check everything and write the report folder. It fails t on any
-// violation.
+// runJepsen is one run (runCluster) that fails t on any violation, on a
+// fault not healed cleanly, and on a process that exited on its own or
+// reported a data race.
 func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSettings) {
+	out := runCluster(t, cfg, schedule, rs)
+	for _, u := range out.unexpected {
+		t.Errorf("process failure: %s", u)
+	}
+	for _, e := range out.faults {
+		if e.Phase == history.Heal && e.Error != "" {
+			t.Errorf("fault %d (%s) was not healed cleanly: %s", e.Fault, e.Kind, e.Error)
+		}
+	}
+	if out.ops == 0 {
+		t.Error("the workload made no calls")
+	}
+	if !out.checked.Valid() {
+		for _, r := range out.checked.Results {
+			for _, v := range r.Violations {
+				t.Errorf("violation: %s", v)
+			}
+		}
+		t.Errorf("%d violations; report in %s", out.checked.Violations(), out.dir)
+	}
+}
+
+// runOutcome is what a run found.
+type runOutcome struct {
+	dir     string
+	checked report.Checked
+	// unexpected are processes that exited on their own or reported a
+	// data race.
+	unexpected []string
+	faults     []history.FaultEvent
+	ops        int
+}
+
+// runCluster is one run: start the processes, run the workloads and the
+// nemesis for cfg.Duration, heal, wait for recovery, read the final state,
+// check everything and write the report folder.
+func runCluster(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSettings) runOutcome {
 	started := time.Now()
 	dir, err := report.Dir(rs.reportBase, cfg.Seed, started)
 	if err != nil {
@@ -286,7 +324,7 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		}
 		gid = natGID
 	}
-	ps, err := newProcs(rs.bin, filepath.Join(dir, "logs"), specs, gid)
+	ps, err := newProcs(rs.bin, filepath.Join(dir, "logs"), specs, gid, rs.env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -606,26 +644,7 @@ func runJepsen(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSetting
 		t.Errorf("writing notes: %v", err)
 	}
 	t.Logf("summary (%s):\n%s\n%s", filepath.Join(dir, "summary.txt"), summary.Text(), strings.Join(notes, "\n"))
-
-	for _, u := range unexpected {
-		t.Errorf("process failure: %s", u)
-	}
-	for _, e := range run.Faults {
-		if e.Phase == history.Heal && e.Error != "" {
-			t.Errorf("fault %d (%s) was not healed cleanly: %s", e.Fault, e.Kind, e.Error)
-		}
-	}
-	if len(run.Ops) == 0 {
-		t.Error("the workload made no calls")
-	}
-	if !checked.Valid() {
-		for _, r := range checked.Results {
-			for _, v := range r.Violations {
-				t.Errorf("violation: %s", v)
-			}
-		}
-		t.Errorf("%d violations; report in %s", checked.Violations(), dir)
-	}
+	return runOutcome{dir: dir, checked: checked, unexpected: unexpected, faults: run.Faults, ops: len(run.Ops)}
 }
 
 func nsName(ns *nemesis.Namespace) string {

@@ -148,7 +148,7 @@ func TestProcs(t *testing.T) {
 		{name: "dies", args: []string{"-c", "echo 'WARNING: DATA RACE'; exit 66"}},
 		{name: "killed", args: []string{"-c", "echo up; exec sleep 60"}},
 	}
-	ps, err := newProcs("/bin/sh", t.TempDir(), specs, nil)
+	ps, err := newProcs("/bin/sh", t.TempDir(), specs, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,7 @@ func TestJepsen(t *testing.T) {
 				t.Errorf("deleting network namespace %s: %v", ns.Name, err)
 			}
 		})
-		runInNamespace(t, ns, cfg, rs.bin)
+		runInNamespace(t, ns, "TestJepsen", cfg, rs.bin)
 	}
 }
 
@@ -158,15 +158,15 @@ func inNamespace(name string) error {
 	return nil
 }
 
-// runInNamespace runs TestJepsen again inside ns, with the same settings,
-// passing its output on line by line.
-func runInNamespace(t *testing.T, ns *nemesis.Namespace, cfg Config, bin string) {
+// runInNamespace runs the test named test again inside ns, with the same
+// settings (and extra flags), passing its output on line by line.
+func runInNamespace(t *testing.T, ns *nemesis.Namespace, test string, cfg Config, bin string, extra ...string) {
 	timeout := "0"
 	if d, ok := t.Deadline(); ok {
 		timeout = max(time.Until(d)-30*time.Second, time.Minute).String()
 	}
-	cmd := ns.Command(os.Args[0], "-test.run=^TestJepsen$", "-test.v", "-test.count=1", "-test.timeout="+timeout,
-		"-duration="+cfg.Duration.String(), fmt.Sprintf("-seed=%d", cfg.Seed), "-nemesis="+cfg.Nemesis, "-report="+*flagReport)
+	cmd := ns.Command(os.Args[0], append([]string{"-test.run=^" + test + "$", "-test.v", "-test.count=1", "-test.timeout=" + timeout,
+		"-duration=" + cfg.Duration.String(), fmt.Sprintf("-seed=%d", cfg.Seed), "-nemesis=" + cfg.Nemesis, "-report=" + *flagReport}, extra...)...)
 	cmd.Env = append(os.Environ(), envNetns+"="+ns.Name, envBin+"="+bin)
 	cmd.Dir, _ = os.Getwd()
 	// It dies with this process, even killed -9 (and its processes die
@@ -188,7 +188,7 @@ func runInNamespace(t *testing.T, ns *nemesis.Namespace, cfg Config, bin string)
 	for sc.Scan() {
 		line := sc.Text()
 		t.Log("| " + line)
-		if strings.Contains(line, "--- SKIP: TestJepsen") {
+		if strings.Contains(line, "--- SKIP: "+test) {
 			skip = "the run inside the namespace skipped"
 		}
 	}
@@ -201,11 +201,12 @@ func runInNamespace(t *testing.T, ns *nemesis.Namespace, cfg Config, bin string)
 	}
 }
 
-// buildCtrlnode builds the binary from the tree, with the race detector.
-func buildCtrlnode(t *testing.T) string {
+// buildCtrlnode builds the binary from the tree, with the race detector
+// and the build tags given.
+func buildCtrlnode(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ctrlnode")
-	out, err := exec.Command("go", "build", "-race", "-o", bin, "github.com/ctrlquorum/ctrlquorum/cmd/ctrlnode").CombinedOutput()
+	out, err := exec.Command("go", "build", "-race", "-tags="+strings.Join(tags, ","), "-o", bin, "github.com/ctrlquorum/ctrlquorum/cmd/ctrlnode").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build ctrlnode: %v\n%s", err, out)
 	}
