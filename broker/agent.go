@@ -58,6 +58,11 @@
 // controller's catch-up.
 //
 // Every decision on a control request is recorded (ControlLog).
+//
+// With WatchClusterState the agent also keeps, for the embedding broker's
+// data path, the topic configs, its dynamic broker configs and the ACL
+// rules, read from the controller whenever the controller says something
+// changed (clusterstate.go): TopicLevels and Authorize.
 package broker
 
 import (
@@ -161,6 +166,15 @@ type Config struct {
 	// broker resource reports with source STATIC_BROKER_CONFIG where no
 	// dynamic config overrides them. Nil: none.
 	StaticConfigs map[string]string
+	// WatchClusterState keeps a copy of the topic configs, this broker's
+	// dynamic configs and the ACL rules, read from the controller, for
+	// the embedding broker's data path (TopicLevels, Authorize; see
+	// clusterstate.go). Off (simulated brokers): only static configs,
+	// and no rules.
+	WatchClusterState bool
+	// Authorize enforces the ACL rules in Authorize even with no SASL and
+	// no rule (the voters' authorizer.enforce).
+	Authorize bool
 }
 
 // Agent is a running broker agent.
@@ -191,6 +205,14 @@ type Agent struct {
 
 	ctrl *kafkaclient.Controller
 	fwd  *forwarder
+
+	// The cluster state (clusterstate.go): the last reading, refreshes
+	// one at a time, and whether the last one failed.
+	state         atomic.Pointer[clusterState]
+	stateMu       sync.Mutex
+	stateStale    atomic.Bool
+	stateRetrying atomic.Bool
+	supers        map[string]bool
 	// clusterID is Config.ClusterID, or, when that is empty, the one the
 	// controller reported before the first registration.
 	clusterID    atomic.Pointer[string]
@@ -259,6 +281,10 @@ func Start(cfg Config) (*Agent, error) {
 		done:            make(chan struct{}),
 	}
 	a.clog.limit = cfg.ControlLogLimit
+	a.supers = map[string]bool{}
+	for _, u := range cfg.SuperUsers {
+		a.supers[u] = true
+	}
 	if _, err := rand.Read(a.incarnation[:]); err != nil {
 		return nil, err
 	}

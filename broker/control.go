@@ -121,6 +121,7 @@ func (a *Agent) run() {
 		if a.Status().BrokerEpoch < 0 {
 			continue // register again at once
 		}
+		a.retryClusterState()
 		if !a.wait(a.cfg.HeartbeatInterval) {
 			return
 		}

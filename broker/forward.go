@@ -101,6 +101,10 @@ func principal(c *kafkawire.Conn) string {
 	return "User:ANONYMOUS"
 }
 
+// Principal is who the client on c is, as the agent authenticated it (see
+// principal): what the embedding broker's data path authorizes and logs.
+func Principal(c *kafkawire.Conn) string { return principal(c) }
+
 // forward sends req to the active controller as the client on c sent it
 // and returns the controller's answer.
 func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) kmsg.Response {

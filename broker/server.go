@@ -37,9 +37,17 @@ func (a *Agent) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request)
 	case *kmsg.DescribeClusterRequest:
 		return a.describeCluster(r), nil
 	case *kmsg.LeaderAndISRRequest:
-		return a.leaderAndIsr(c.ClientID, r), nil
+		resp := a.leaderAndIsr(c.ClientID, r)
+		if resp.ErrorCode == 0 {
+			a.watchAfterLeaderAndIsr(ctx, r)
+		}
+		return resp, nil
 	case *kmsg.UpdateMetadataRequest:
-		return a.updateMetadata(c.ClientID, r), nil
+		resp := a.updateMetadata(c.ClientID, r)
+		if resp.ErrorCode == 0 {
+			a.watchAfterUpdateMetadata(ctx, r)
+		}
+		return resp, nil
 	case *kmsg.StopReplicaRequest:
 		return a.stopReplica(c.ClientID, r), nil
 	}

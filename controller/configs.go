@@ -223,6 +223,9 @@ func (m *configManager) alterTopicConfigs(w *work, topic string, ops []AlterConf
 	}
 	if len(changes) > 0 {
 		w.log.Info("topic configs changed", "topic", t.Name, "keys", len(changes))
+		// Brokers with data read the configs they obey (min.insync.replicas,
+		// retention) from the controller when told something changed.
+		w.plan.updateMetadataToAll = true
 	}
 	if enableUnclean {
 		var leaderless []partRef

@@ -131,6 +131,8 @@ func (m *configManager) alterBrokerConfigs(w *work, resource string, ops []Alter
 	}
 	if len(changes) > 0 {
 		w.log.Info("broker configs changed", "resource", describeResource(resource), "keys", len(changes))
+		// As for topic configs: brokers read them again when told.
+		w.plan.updateMetadataToAll = true
 	}
 	if enableUnclean {
 		m.electUncleanWhereAllowed(w)

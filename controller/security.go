@@ -177,6 +177,9 @@ func (m *securityManager) createAcls(w *work, rules []rl.AclRule) ([]error, erro
 	for _, r := range add {
 		w.log.Info("ACL rule added", "rule", r.String())
 	}
+	// Brokers authorize produce and fetch with the rules: they read them
+	// again from the controller when told something changed.
+	w.plan.updateMetadataToAll = true
 	return errs, nil
 }
 
@@ -228,5 +231,6 @@ func (m *securityManager) deleteAcls(w *work, filters []authz.Filter) ([]DeleteA
 	for _, r := range remove {
 		w.log.Info("ACL rule removed", "rule", r.String())
 	}
+	w.plan.updateMetadataToAll = true
 	return out, nil
 }

@@ -21,7 +21,9 @@ type BrokerData struct {
 	Dir string
 	// ReplicaLagTime is replica.lag.time.max.ms; zero: 30 s.
 	ReplicaLagTime time.Duration
-	// MinInsyncReplicas is min.insync.replicas for every topic; zero: 1.
+	// MinInsyncReplicas is min.insync.replicas where neither the topic,
+	// the dynamic broker configs, the cluster default nor the static
+	// min.insync.replicas set it; zero: 1.
 	MinInsyncReplicas int
 	// SegmentBytes is segment.bytes; zero: 1 GiB.
 	SegmentBytes int64

@@ -424,6 +424,7 @@ func (s *Server) startBroker() error {
 		Host: host, Service: service, Logger: s.log, TLS: cfg.tlsOr(cfg.BrokerListenerTLS), Voters: s.voterIDs(), SASL: cfg.SASL, Dialer: s.localDialer(),
 		SASLMechanisms: cfg.Security.SASLMechanisms, SuperUsers: cfg.Security.SuperUsers,
 		Wire: cfg.BrokerListenerLimits.apply, StaticConfigs: cfg.StaticConfigs,
+		WatchClusterState: service != nil, Authorize: cfg.Security.Authorize,
 	})
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", cfg.BrokerID, err)

@@ -17,7 +17,19 @@
 // is smaller than min.insync.replicas, and answered once the high
 // watermark passes the records; if the ISR shrank below
 // min.insync.replicas by then, with NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
-// records are in the log all the same), as Kafka does.
+// records are in the log all the same), as Kafka does. min.insync.replicas
+// is the topic's effective config, resolved by configmodel from the
+// levels the agent keeps (the topic's configs, this broker's dynamic
+// config, the cluster default, the static settings; Config's
+// MinInsyncReplicas in place of Kafka's default): a change is in force
+// once IncrementalAlterConfigs is answered.
+//
+// Where the cluster enforces ACLs (broker.Agent.Authorize, with the rules
+// the agent reads from the controller) Produce needs WRITE on the topic,
+// a consumer's Fetch READ and ListOffsets DESCRIBE, else the partitions
+// get TOPIC_AUTHORIZATION_FAILED; a follower's Fetch needs CLUSTER_ACTION
+// on the cluster, OffsetsForLeaderEpoch CLUSTER_ACTION or DESCRIBE on the
+// topic (access.go).
 //
 // The high watermark is the smallest log end offset among the ISR, as
 // the leader learns them from its followers' fetch offsets; consumers
@@ -42,8 +54,7 @@
 // committed at once, not only once its followers have fetched again. A
 // checkpointed value is never taken past the log's end.
 //
-// What it does not do (yet): min.insync.replicas is the broker's
-// setting for every topic, not a topic config; there is no retention, so
+// What it does not do (yet): there is no retention, so
 // segments go only with truncation or the partition; there are no fetch sessions (every answer
 // has session id 0) and no producer ids, so producers run without
 // idempotence (franz-go falls back to it by itself when InitProducerID is

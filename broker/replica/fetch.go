@@ -10,6 +10,8 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
 
 // fetch serves a consumer's fetch (replica id -1) up to each partition's
@@ -17,27 +19,44 @@ import (
 // noting the follower's fetch offset as its log end. It waits up to
 // MaxWaitMillis for MinBytes; there are no fetch sessions (session id 0
 // in every answer, which tells a client to send full requests).
-func (m *Manager) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
+func (m *Manager) fetch(ctx context.Context, c *kafkawire.Conn, req *kmsg.FetchRequest) kmsg.Response {
 	replica := req.ReplicaID
 	if req.Version >= 15 {
 		replica = req.ReplicaState.ID
 	}
-	now := time.Now()
+	// Denied topics: a consumer needs READ on each, a follower
+	// CLUSTER_ACTION on the cluster for all.
+	denied := map[string]bool{}
 	if replica >= 0 {
+		if !m.clusterAction(c, false) {
+			for _, rt := range req.Topics {
+				denied[rt.Topic] = true
+			}
+		}
+	} else {
+		access := m.topicAccess(c, rl.OpRead)
+		for _, rt := range req.Topics {
+			if !access.allowed(rt.Topic) {
+				denied[rt.Topic] = true
+			}
+		}
+	}
+	now := time.Now()
+	if replica >= 0 && len(denied) == 0 {
 		m.noteFollowerFetch(req, replica, now)
 	}
 	wait := time.NewTimer(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	defer wait.Stop()
 	for {
 		ch := m.changes()
-		resp, bytes, errs := m.readFetch(req, replica)
+		resp, bytes, errs := m.readFetch(req, replica, denied)
 		if bytes >= int(req.MinBytes) || errs || req.MaxWaitMillis <= 0 {
 			return resp
 		}
 		select {
 		case <-ch:
 		case <-wait.C:
-			resp, _, _ = m.readFetch(req, replica)
+			resp, _, _ = m.readFetch(req, replica, denied)
 			return resp
 		case <-ctx.Done():
 			return resp
@@ -76,8 +95,9 @@ func (m *Manager) noteFollowerFetch(req *kmsg.FetchRequest, replica int32, now t
 
 // readFetch builds a fetch answer from the logs as they are: the bytes of
 // records in it, and whether any partition has an error (which is
-// answered at once).
-func (m *Manager) readFetch(req *kmsg.FetchRequest, replica int32) (*kmsg.FetchResponse, int, bool) {
+// answered at once). The partitions of denied topics get
+// TOPIC_AUTHORIZATION_FAILED.
+func (m *Manager) readFetch(req *kmsg.FetchRequest, replica int32, denied map[string]bool) (*kmsg.FetchResponse, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
@@ -100,7 +120,11 @@ func (m *Manager) readFetch(req *kmsg.FetchRequest, replica int32) (*kmsg.FetchR
 			if total > 0 {
 				limit = min(limit, budget-total)
 			}
-			records, code := m.readPartition(tp, req, rp, replica, limit, &out)
+			var records []byte
+			code := kerr.TopicAuthorizationFailed.Code
+			if !denied[rt.Topic] {
+				records, code = m.readPartition(tp, req, rp, replica, limit, &out)
+			}
 			out.ErrorCode = code
 			if code != 0 {
 				errs = true

@@ -12,10 +12,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/ctrlquorum/ctrlquorum/authz"
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
 
 // Config configures a Manager. Zero values take the defaults.
@@ -31,8 +34,11 @@ type Config struct {
 	// ReplicaLagTime is Kafka's replica.lag.time.max.ms: a follower that
 	// has not caught up for this long leaves the ISR. Default 30 s.
 	ReplicaLagTime time.Duration
-	// MinInsyncReplicas is min.insync.replicas for every topic: an
-	// acks=all produce needs an ISR of at least this many. Default 1.
+	// MinInsyncReplicas is the broker's min.insync.replicas where no
+	// level of the topic's configs sets it (the agent's TopicLevels: the
+	// topic, this broker's dynamic config, the cluster default, the
+	// static settings): an acks=all produce needs an ISR of at least this
+	// many. Zero: Kafka's default, 1.
 	MinInsyncReplicas int
 	// HighWatermarkCheckpointInterval is how often the high watermarks
 	// are written to the checkpoint file when one moved (Kafka's
@@ -53,12 +59,16 @@ type Config struct {
 // Agent is what the manager uses of the broker agent it runs beside
 // (*broker.Agent has these methods): its metadata cache, for leaders'
 // addresses and for telling a partition this broker does not host from
-// one that does not exist, and AlterPartition for ISR changes.
+// one that does not exist; AlterPartition for ISR changes; the levels a
+// topic's configs resolve from (min.insync.replicas); and the ACL rules'
+// answer for a client.
 type Agent interface {
 	BrokerID() int32
 	Partition(topic string, partition int32) (broker.PartitionState, bool)
 	Brokers() []broker.BrokerInfo
 	AlterPartition(ctx context.Context, topic string, partition int32, newISR []int32) (broker.PartitionState, error)
+	TopicLevels(topic string) configmodel.Levels
+	Authorize(c *kafkawire.Conn, op rl.AclOperation, rt rl.ResourceType, name string) authz.Decision
 }
 
 // Manager is a broker's replica manager; see the package doc.
@@ -98,9 +108,6 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.ReplicaLagTime <= 0 {
 		cfg.ReplicaLagTime = 30 * time.Second
-	}
-	if cfg.MinInsyncReplicas <= 0 {
-		cfg.MinInsyncReplicas = 1
 	}
 	if cfg.HighWatermarkCheckpointInterval <= 0 {
 		cfg.HighWatermarkCheckpointInterval = 5 * time.Second

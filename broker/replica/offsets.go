@@ -5,6 +5,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
 
 // ListOffsets timestamps with a meaning of their own.
@@ -16,12 +18,14 @@ const (
 // listOffsets answers at the leader: -1 the high watermark, -2 the log
 // start, a time the first batch with a record at or after it (-1 when
 // there is none).
-func (m *Manager) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+func (m *Manager) listOffsets(c *kafkawire.Conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	access := m.topicAccess(c, rl.OpDescribe)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		t := kmsg.NewListOffsetsResponseTopic()
 		t.Topic = rt.Topic
+		allowed := access.allowed(rt.Topic)
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			out := kmsg.NewListOffsetsResponseTopicPartition()
@@ -30,7 +34,11 @@ func (m *Manager) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			if req.Version >= 4 {
 				epoch = rp.CurrentLeaderEpoch
 			}
-			out.ErrorCode = m.listPartition(broker.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, epoch, rp.Timestamp, req.ReplicaID, &out)
+			if allowed {
+				out.ErrorCode = m.listPartition(broker.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, epoch, rp.Timestamp, req.ReplicaID, &out)
+			} else {
+				out.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
 			t.Partitions = append(t.Partitions, out)
 		}
 		resp.Topics = append(resp.Topics, t)
@@ -76,18 +84,24 @@ func (m *Manager) listPartition(tp broker.TopicPartition, epoch int32, ts int64,
 // offsetsForLeaderEpoch answers, at the leader, where each epoch asked
 // ends in its log: Kafka's answer to a follower checking what to
 // truncate.
-func (m *Manager) offsetsForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
+func (m *Manager) offsetsForLeaderEpoch(c *kafkawire.Conn, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// A replica may ask of any topic; anyone else needs DESCRIBE on it.
+	cluster := m.clusterAction(c, true)
+	access := m.topicAccess(c, rl.OpDescribe)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		t := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		t.Topic = rt.Topic
+		allowed := cluster || access.allowed(rt.Topic)
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			out := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			out.Partition, out.LeaderEpoch, out.EndOffset = rp.Partition, -1, -1
 			tp := broker.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			if p := m.get(tp); p == nil {
+			if !allowed {
+				out.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if p := m.get(tp); p == nil {
 				out.ErrorCode = m.missingCode(tp)
 			} else {
 				p.mu.Lock()

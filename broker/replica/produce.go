@@ -10,21 +10,25 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	"github.com/ctrlquorum/ctrlquorum/internal/plantedbug"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
+	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
 )
 
 // produced is one partition's append, waiting for acks=all.
 type produced struct {
-	p    *partition
-	out  *kmsg.ProduceResponseTopicPartition
-	last int64
-	done bool
+	p         *partition
+	out       *kmsg.ProduceResponseTopicPartition
+	last      int64
+	minInsync int
+	done      bool
 }
 
 // produce appends each partition's batches at its leader and answers
 // once acks says: 0 never (no response at all), 1 once appended, -1 once
 // the high watermark passed the records.
-func (m *Manager) produce(ctx context.Context, req *kmsg.ProduceRequest) kmsg.Response {
+func (m *Manager) produce(ctx context.Context, c *kafkawire.Conn, req *kmsg.ProduceRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		fillProduceError(resp, req, kerr.InvalidRequiredAcks.Code)
@@ -35,21 +39,31 @@ func (m *Manager) produce(ctx context.Context, req *kmsg.ProduceRequest) kmsg.Re
 		return resp
 	}
 	var waits []produced
+	access := m.topicAccess(c, rl.OpWrite)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
 		t.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		allowed := access.allowed(rt.Topic)
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			out := &t.Partitions[j]
 			*out = kmsg.NewProduceResponseTopicPartition()
 			out.Partition = rp.Partition
 			out.BaseOffset, out.LogAppendTime, out.LogStartOffset = -1, -1, -1
-			p, last, code := m.appendLeader(broker.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, rp.Records, req.Acks, out)
+			if !allowed {
+				out.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
+			minInsync := 0
+			if req.Acks == -1 {
+				minInsync = m.minInsyncReplicas(rt.Topic)
+			}
+			p, last, code := m.appendLeader(broker.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}, rp.Records, minInsync, out)
 			out.ErrorCode = code
 			if code == 0 && req.Acks == -1 {
-				waits = append(waits, produced{p: p, out: out, last: last})
+				waits = append(waits, produced{p: p, out: out, last: last, minInsync: minInsync})
 			}
 		}
 		resp.Topics = append(resp.Topics, t)
@@ -77,8 +91,23 @@ func fillProduceError(resp *kmsg.ProduceResponse, req *kmsg.ProduceRequest, code
 	}
 }
 
-// appendLeader appends one partition's records at this leader.
-func (m *Manager) appendLeader(tp broker.TopicPartition, records []byte, acks int16, out *kmsg.ProduceResponseTopicPartition) (*partition, int64, int16) {
+// minInsyncReplicas is a topic's effective min.insync.replicas on this
+// broker: resolved from the agent's levels, with the manager's own
+// setting in place of Kafka's default.
+func (m *Manager) minInsyncReplicas(topic string) int {
+	var lv configmodel.Levels
+	if a := m.getAgent(); a != nil {
+		lv = a.TopicLevels(topic)
+	}
+	if r, _ := configmodel.ResolveTopic(configmodel.KeyMinInsyncReplicas, lv); r.Source == kmsg.ConfigSourceDefaultConfig && m.cfg.MinInsyncReplicas > 0 {
+		return m.cfg.MinInsyncReplicas
+	}
+	return configmodel.MinInsyncReplicas(lv)
+}
+
+// appendLeader appends one partition's records at this leader. An
+// acks=all produce (minInsync > 0) is refused while the ISR is smaller.
+func (m *Manager) appendLeader(tp broker.TopicPartition, records []byte, minInsync int, out *kmsg.ProduceResponseTopicPartition) (*partition, int64, int16) {
 	batches, err := partlog.ParseBatches(records)
 	if err != nil {
 		return nil, 0, codeOf(err)
@@ -92,7 +121,7 @@ func (m *Manager) appendLeader(tp broker.TopicPartition, records []byte, acks in
 	if code := p.checkLocked(-1, true); code != 0 {
 		return nil, 0, code
 	}
-	if acks == -1 && len(p.isr) < m.cfg.MinInsyncReplicas {
+	if len(p.isr) < minInsync {
 		return nil, 0, kerr.NotEnoughReplicas.Code
 	}
 	first, last, err := p.log.AppendAsLeader(batches, p.leaderEpoch)
@@ -130,7 +159,7 @@ func (m *Manager) awaitReplication(ctx context.Context, waits []produced, timeou
 			case w.p.role != roleLeader || w.p.leaderEpoch != epochs[i]:
 				w.out.ErrorCode, w.done = kerr.NotLeaderForPartition.Code, true
 			case w.p.hw > w.last || plantedbug.On(plantedbug.EarlyAck):
-				if len(w.p.isr) < m.cfg.MinInsyncReplicas {
+				if len(w.p.isr) < w.minInsync {
 					w.out.ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
 				}
 				w.done = true

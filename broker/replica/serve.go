@@ -27,13 +27,13 @@ func (m *Manager) APIs() map[int16]broker.Versions {
 func (m *Manager) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request) (kmsg.Response, error) {
 	switch r := req.(type) {
 	case *kmsg.ProduceRequest:
-		return m.produce(ctx, r), nil
+		return m.produce(ctx, c, r), nil
 	case *kmsg.FetchRequest:
-		return m.fetch(ctx, r), nil
+		return m.fetch(ctx, c, r), nil
 	case *kmsg.ListOffsetsRequest:
-		return m.listOffsets(r), nil
+		return m.listOffsets(c, r), nil
 	case *kmsg.OffsetForLeaderEpochRequest:
-		return m.offsetsForLeaderEpoch(r), nil
+		return m.offsetsForLeaderEpoch(c, r), nil
 	}
 	return nil, fmt.Errorf("%s is not a data request", kmsg.NameForKey(req.Key()))
 }

@@ -14,9 +14,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ctrlquorum/ctrlquorum/authz"
 	"github.com/ctrlquorum/ctrlquorum/broker"
 	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
 	"github.com/ctrlquorum/ctrlquorum/broker/replica"
+	"github.com/ctrlquorum/ctrlquorum/controller/configmodel"
 	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkawire"
@@ -43,6 +45,10 @@ func (a *metadataAgent) Brokers() []broker.BrokerInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.brokers
+}
+func (a *metadataAgent) TopicLevels(string) configmodel.Levels { return configmodel.Levels{} }
+func (a *metadataAgent) Authorize(*kafkawire.Conn, rl.AclOperation, rl.ResourceType, string) authz.Decision {
+	return authz.Decision{Allowed: true}
 }
 func (a *metadataAgent) AlterPartition(context.Context, string, int32, []int32) (broker.PartitionState, error) {
 	a.mu.Lock()

@@ -43,6 +43,12 @@ func (a *access) allowed(op rl.AclOperation, rt rl.ResourceType, name string, qu
 	if a.id.hasCert && a.id.cert.IsBroker() && op == rl.OpClusterAction && rt == rl.ResourceCluster {
 		return true
 	}
+	// A broker reads the configs and the ACL rules its data path obeys
+	// (broker.Agent's cluster state) with its own certificate.
+	if a.id.hasCert && a.id.cert.IsBroker() && !forwarded(a.c) &&
+		(op == rl.OpDescribeConfigs || (op == rl.OpDescribe && rt == rl.ResourceCluster)) {
+		return true
+	}
 	d := authz.Authorize(a.sec.Rules(), a.supers, authz.Request{Principal: a.id.principal, Host: hostOf(a.c),
 		Operation: op, ResourceType: rt, ResourceName: name})
 	if !d.Allowed && !quiet {
