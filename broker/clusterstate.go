@@ -29,8 +29,8 @@ import (
 //     to every live broker after a config or ACL change commits), is full
 //     (a catch-up: changes may have been missed), or names a topic not
 //     read yet;
-//   - when a LeaderAndIsr names a topic not read yet (a new topic's own
-//     configs, before the broker leads it);
+//   - when a LeaderAndIsr names a topic not read yet, before the Host is
+//     told (a new topic's own configs, before the broker leads it);
 //   - after a failed read, at the next heartbeat.
 //
 // The read is done before the control request is answered, and the
@@ -127,28 +127,30 @@ func (a *Agent) watchAfterUpdateMetadata(ctx context.Context, req *kmsg.UpdateMe
 		n += len(req.TopicStates[i].PartitionStates)
 	}
 	if n == 0 || kafkaclient.UpdateMetadataType(req) == kafkaclient.UpdateMetadataFull || a.namesNewTopic(req.TopicStates) {
-		a.refreshClusterStateNow(ctx)
+		a.refreshClusterStateNow(ctx, nil)
 	}
 }
 
-// watchAfterLeaderAndIsr reads the cluster state again if req names a
-// topic not read yet.
-func (a *Agent) watchAfterLeaderAndIsr(ctx context.Context, req *kmsg.LeaderAndISRRequest) {
+// watchBeforeLeaderAndIsr reads the cluster state again, with the
+// topics of req, if req names a topic not read yet.
+func (a *Agent) watchBeforeLeaderAndIsr(ctx context.Context, req *kmsg.LeaderAndISRRequest) {
 	if !a.cfg.WatchClusterState {
 		return
 	}
 	st := a.clusterState()
+	extra := map[string]rl.TopicID{}
 	for _, t := range req.TopicStates {
 		if d, ok := st.topics[t.Topic]; !ok || d.id != rl.TopicID(t.TopicID) {
-			a.refreshClusterStateNow(ctx)
-			return
+			extra[t.Topic] = rl.TopicID(t.TopicID)
 		}
 	}
 	for _, p := range req.PartitionStates {
 		if _, ok := st.topics[p.Topic]; !ok {
-			a.refreshClusterStateNow(ctx)
-			return
+			extra[p.Topic] = rl.TopicID{}
 		}
+	}
+	if len(extra) > 0 {
+		a.refreshClusterStateNow(ctx, extra)
 	}
 }
 
@@ -166,12 +168,13 @@ func (a *Agent) namesNewTopic(ts []kmsg.UpdateMetadataRequestTopicState) bool {
 	return false
 }
 
-// refreshClusterStateNow reads the cluster state, bounded by the request
+// refreshClusterStateNow reads the cluster state, with the topics of
+// extra beside those of the metadata cache, bounded by the request
 // timeout; a failure is retried at the next heartbeat.
-func (a *Agent) refreshClusterStateNow(ctx context.Context) {
+func (a *Agent) refreshClusterStateNow(ctx context.Context, extra map[string]rl.TopicID) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
-	if err := a.refreshClusterState(ctx); err != nil {
+	if err := a.refreshClusterState(ctx, extra); err != nil {
 		a.stateStale.Store(true)
 		a.log.Warn("reading topic configs and ACLs from the controller failed; retrying at the next heartbeat", "error", err)
 	}
@@ -187,7 +190,7 @@ func (a *Agent) retryClusterState() {
 		defer a.stateRetrying.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.RequestTimeout)
 		defer cancel()
-		if err := a.refreshClusterState(ctx); err != nil {
+		if err := a.refreshClusterState(ctx, nil); err != nil {
 			a.log.Debug("reading topic configs and ACLs from the controller failed again", "error", err)
 			return
 		}
@@ -196,9 +199,9 @@ func (a *Agent) retryClusterState() {
 }
 
 // refreshClusterState reads the configs of every topic in the metadata
-// cache, this broker's dynamic configs and the cluster default, and every
-// ACL rule, and stores them as one new clusterState.
-func (a *Agent) refreshClusterState(ctx context.Context) error {
+// cache and in extra, this broker's dynamic configs and the cluster
+// default, and every ACL rule, and stores them as one new clusterState.
+func (a *Agent) refreshClusterState(ctx context.Context, extra map[string]rl.TopicID) error {
 	a.stateMu.Lock()
 	defer a.stateMu.Unlock()
 	if a.fwd == nil {
@@ -211,6 +214,11 @@ func (a *Agent) refreshClusterState(ctx context.Context) error {
 		ids[name] = t.id
 	}
 	a.mu.RUnlock()
+	for name, id := range extra {
+		if _, ok := ids[name]; !ok {
+			ids[name] = id
+		}
+	}
 	self := strconv.Itoa(int(a.cfg.BrokerID))
 
 	creq := kmsg.NewPtrDescribeConfigsRequest()

@@ -37,11 +37,8 @@ func (a *Agent) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request)
 	case *kmsg.DescribeClusterRequest:
 		return a.describeCluster(r), nil
 	case *kmsg.LeaderAndISRRequest:
-		resp := a.leaderAndIsr(c.ClientID, r)
-		if resp.ErrorCode == 0 {
-			a.watchAfterLeaderAndIsr(ctx, r)
-		}
-		return resp, nil
+		a.watchBeforeLeaderAndIsr(ctx, r)
+		return a.leaderAndIsr(c.ClientID, r), nil
 	case *kmsg.UpdateMetadataRequest:
 		resp := a.updateMetadata(c.ClientID, r)
 		if resp.ErrorCode == 0 {

@@ -40,6 +40,17 @@
 // leader. FlushMessages=1 survives any power loss at the cost of one
 // fdatasync per append.
 //
+// # Retention
+//
+// DeleteRetained deletes whole closed segments from the front, by the
+// largest timestamp of their batches (retention.ms) or to keep the log
+// within retention.bytes, and only below the high watermark; the log
+// start offset moves to the first segment kept and the epoch cache
+// forgets what starts before it (retention.go). SetRoll changes
+// segment.bytes and segment.ms (the age of a segment's first batch) of an
+// open log. TruncateFullyAndStartAt empties a follower's log to start at
+// its leader's log start.
+//
 // # Recovery
 //
 // Open scans the last segment batch by batch and cuts the file at the

@@ -24,6 +24,10 @@ type Config struct {
 	// SegmentBytes rolls a new segment once the active one holds this
 	// many bytes (Kafka's segment.bytes). Default 1 GiB.
 	SegmentBytes int64
+	// SegmentMs rolls a new segment at an append once the active one's
+	// first batch is this old by its timestamp, so that retention.ms can
+	// delete it (Kafka's segment.ms). 0: never by time.
+	SegmentMs time.Duration
 	// IndexIntervalBytes is the bytes between offset index entries
 	// (Kafka's index.interval.bytes). Default 4096.
 	IndexIntervalBytes int64
@@ -52,6 +56,7 @@ type Log struct {
 	cfg Config
 
 	mu     sync.RWMutex
+	roll   rollPolicy // segment.bytes and segment.ms now (SetRoll)
 	segs   []*segment // by base offset; the last is the active one
 	end    int64      // log end offset: the offset the next record gets
 	epochs *epochCache
@@ -81,7 +86,7 @@ func Open(dir string, cfg Config) (*Log, error) {
 	if err := checkTopicID(dir, cfg.TopicID); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, cfg: cfg}
+	l := &Log{dir: dir, cfg: cfg, roll: rollPolicy{bytes: cfg.SegmentBytes, ms: cfg.SegmentMs}}
 	var err error
 	if l.epochs, err = loadEpochs(dir); err != nil {
 		return nil, err
@@ -326,7 +331,7 @@ func (l *Log) appendLocked(batches []Batch) error {
 			epochsChanged = true
 		}
 		act := l.segs[len(l.segs)-1]
-		if act.size > 0 && act.size+int64(len(b.Bytes)) > l.cfg.SegmentBytes {
+		if act.size > 0 && (act.size+int64(len(b.Bytes)) > l.roll.bytes || l.rollDueLocked(act)) {
 			var err error
 			if act, err = l.rollLocked(); err != nil {
 				return err
@@ -335,6 +340,7 @@ func (l *Log) appendLocked(batches []Batch) error {
 		if err := act.append(b.Bytes, b.BaseOffset, b.NextOffset(), l.cfg.IndexIntervalBytes); err != nil {
 			return err
 		}
+		act.noteTimestamp(b.MaxTimestamp)
 		l.end = b.NextOffset()
 		records += int64(b.LastOffsetDelta) + 1
 	}

@@ -21,6 +21,10 @@ type segment struct {
 	sinceIndex int64
 	// next is the offset after the segment's last batch (base when empty).
 	next int64
+	// firstTS is the max timestamp of the segment's first batch and maxTS
+	// the largest of all its batches' (-1 when empty): what segment.ms
+	// and retention.ms go by, as Kafka's do.
+	firstTS, maxTS int64
 }
 
 func segmentName(dir string, base int64, ext string) string {
@@ -43,7 +47,7 @@ func createSegment(dir string, base int64) (*segment, error) {
 		_ = xf.Close()
 		return nil, err
 	}
-	return &segment{base: base, log: lf, idxf: xf, next: base}, nil
+	return &segment{base: base, log: lf, idxf: xf, next: base, firstTS: -1, maxTS: -1}, nil
 }
 
 // openSegment opens an existing segment. With recover, the .log is
@@ -60,7 +64,7 @@ func openSegment(dir string, base int64, recover bool, interval int64, onBatch f
 		_ = lf.Close()
 		return nil, err
 	}
-	s := &segment{base: base, log: lf, idxf: xf, next: base}
+	s := &segment{base: base, log: lf, idxf: xf, next: base, firstTS: -1, maxTS: -1}
 	if err := s.load(recover, interval, onBatch); err != nil {
 		s.close()
 		return nil, fmt.Errorf("segment %d: %w", base, err)
@@ -82,6 +86,7 @@ func (s *segment) load(recover bool, interval int64, onBatch func(*Batch)) error
 			since = 0
 		}
 		since += int64(len(b.Bytes))
+		s.noteTimestamp(b.MaxTimestamp)
 		if onBatch != nil {
 			onBatch(b)
 		}
@@ -179,6 +184,14 @@ func headerOnly(b []byte) Batch {
 	}
 }
 
+// noteTimestamp takes a batch's max timestamp into the segment's.
+func (s *segment) noteTimestamp(ts int64) {
+	if s.firstTS < 0 {
+		s.firstTS = ts
+	}
+	s.maxTS = max(s.maxTS, ts)
+}
+
 // append writes one batch at the segment's end and indexes it every
 // interval bytes.
 func (s *segment) append(b []byte, base, next int64, interval int64) error {
@@ -248,6 +261,11 @@ func (s *segment) truncate(offset int64) (int64, error) {
 		return 0, err
 	}
 	s.size, s.next = pos, h.BaseOffset
+	if s.size == 0 {
+		// Otherwise the timestamps stay: a later deletion by time, not an
+		// early one.
+		s.firstTS, s.maxTS = -1, -1
+	}
 	k := len(s.idx)
 	for k > 0 && int64(s.idx[k-1].pos) >= pos {
 		k--

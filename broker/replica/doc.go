@@ -54,8 +54,17 @@
 // committed at once, not only once its followers have fetched again. A
 // checkpointed value is never taken past the log's end.
 //
-// What it does not do (yet): there is no retention, so
-// segments go only with truncation or the partition; there are no fetch sessions (every answer
+// Retention follows each topic's retention.ms and retention.bytes
+// (cleanup.policy delete), segment rolls its segment.bytes and
+// segment.ms, resolved on every housekeeping tick (retention.go): whole
+// closed segments below the high watermark go, and the log start offset
+// that ListOffsets' earliest and Fetch's OFFSET_OUT_OF_RANGE go by moves
+// with them. A follower whose log ends before its leader's start empties
+// it and starts there.
+//
+// What it does not do (yet): compaction (cleanup.policy compact keeps
+// everything); a follower's log start does not follow its leader's
+// within a segment; there are no fetch sessions (every answer
 // has session id 0) and no producer ids, so producers run without
 // idempotence (franz-go falls back to it by itself when InitProducerID is
 // not served); ListOffsets by time answers at batch granularity, and -3

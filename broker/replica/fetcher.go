@@ -384,12 +384,26 @@ func (f *fetcher) apply(s *fetchState, rp *kmsg.FetchResponseTopicPartition) boo
 	switch rp.ErrorCode {
 	case 0:
 	case kerr.OffsetOutOfRange.Code:
-		// The leader's log ends before ours: find out where again.
 		p.mu.Lock()
-		if p.leaderEpoch == s.leaderEpoch {
-			p.mustTruncate = true
+		defer p.mu.Unlock()
+		if p.leaderEpoch != s.leaderEpoch || p.role != roleFollower || p.log == nil {
+			return false
 		}
-		p.mu.Unlock()
+		if end := p.log.EndOffset(); rp.LogStartOffset > end {
+			// The leader deleted, past retention, records this replica
+			// never had: it starts again at the leader's log start
+			// (Kafka's truncateFullyAndStartAt).
+			if err := p.log.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
+				f.m.log.Error("starting the log at the leader's log start failed", "topic", p.tp.Topic, "partition", p.tp.Partition, "error", err)
+				return false
+			}
+			p.hw = rp.LogStartOffset
+			f.m.log.Info("log ends before the leader's log start: starting it there", "topic", p.tp.Topic, "partition", p.tp.Partition,
+				"log_end", end, "leader_log_start", rp.LogStartOffset, "leader", f.leader)
+			return false
+		}
+		// The leader's log ends before ours: find out where again.
+		p.mustTruncate = true
 		return false
 	default:
 		f.m.log.Debug("leader refused a replica fetch", "topic", p.tp.Topic, "partition", p.tp.Partition, "error", kerr.ErrorForCode(rp.ErrorCode))

@@ -229,6 +229,8 @@ func (m *Manager) ensure(st broker.PartitionState) (*partition, error) {
 	if err := p.open(m); err != nil {
 		return nil, err
 	}
+	pol := m.logPolicy(tp.Topic)
+	p.log.SetRoll(pol.segmentBytes, pol.segmentMs)
 	m.restoreHWLocked(p)
 	m.parts[tp] = p
 	return p, nil
@@ -339,7 +341,8 @@ func (m *Manager) StopReplica(topic string, id rl.TopicID, partition int32, del 
 }
 
 // housekeeping checks the ISRs the manager leads, flushes logs due for
-// it and writes the high-watermark checkpoint when due, until Close.
+// it, applies retention and segment rolls (retention.go) and writes the
+// high-watermark checkpoint when due, until Close.
 func (m *Manager) housekeeping() {
 	defer m.wg.Done()
 	every := min(m.cfg.ReplicaLagTime/2, time.Second, m.cfg.HighWatermarkCheckpointInterval)
@@ -351,10 +354,12 @@ func (m *Manager) housekeeping() {
 		case <-m.stop:
 			return
 		case now := <-t.C:
-			for _, p := range m.snapshot() {
+			parts := m.snapshot()
+			for _, p := range parts {
 				p.maybeShrinkISR(m, now)
 				p.maybeFlush(m, now)
 			}
+			m.applyLogPolicies(parts, now)
 			// Half a tick of slack: tick times jitter.
 			if now.Sub(lastCheckpoint) >= m.cfg.HighWatermarkCheckpointInterval-every/2 {
 				lastCheckpoint = now
