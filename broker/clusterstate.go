@@ -175,7 +175,6 @@ func (a *Agent) refreshClusterStateNow(ctx context.Context, extra map[string]rl.
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	if err := a.refreshClusterState(ctx, extra); err != nil {
-		a.stateStale.Store(true)
 		a.log.Warn("reading topic configs and ACLs from the controller failed; retrying at the next heartbeat", "error", err)
 	}
 }
@@ -201,13 +200,13 @@ func (a *Agent) retryClusterState() {
 // refreshClusterState reads the configs of every topic in the metadata
 // cache and in extra, this broker's dynamic configs and the cluster
 // default, and every ACL rule, and stores them as one new clusterState.
-func (a *Agent) refreshClusterState(ctx context.Context, extra map[string]rl.TopicID) error {
+func (a *Agent) refreshClusterState(ctx context.Context, extra map[string]rl.TopicID) (err error) {
 	a.stateMu.Lock()
 	defer a.stateMu.Unlock()
 	if a.fwd == nil {
 		return nil
 	}
-	a.stateStale.Store(false)
+	defer func() { a.stateStale.Store(err != nil) }()
 	a.mu.RLock()
 	ids := make(map[string]rl.TopicID, len(a.topics))
 	for name, t := range a.topics {
