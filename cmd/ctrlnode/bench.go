@@ -30,6 +30,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("failover-rounds", 5, "failovers per cluster")
 	floor := fs.Int("floor-samples", 50, "sequential raw raft commits the floor is the median of")
 	runs := fs.Int("runs", 1, "fresh clusters per scenario; figures are medians over them")
+	session := fs.Duration("session-timeout", 3*time.Second, "the simulated brokers' session timeout (they heartbeat every tenth of it); the fence scenario waits this long. On a machine loaded by other work a large image's load can starve heartbeats past a short one")
 	data := fs.Bool("data", false, "measure the data path instead of the scenarios: three brokers with real data through a controller failover (produces failed), a broker killed (time to the first acks=all produce to each partition it led) and one stopped by a controlled shutdown (produces failed)")
 	membership := fs.Bool("membership", false, "measure adding a voter (snapshot install included) and removing one at each --partitions size, instead of the scenarios")
 	quick := fs.Bool("quick", false, "a small run for a smoke test: 1000 partitions, 200 topics, 2 failovers")
@@ -80,7 +81,7 @@ log of --open-entries entries.
 		return code
 	}
 	cfg := benchkit.Config{Topics: *topics, TopicsPerRequest: *perReq, InFlight: *inflight,
-		FailoverRounds: *rounds, FloorSamples: *floor, Runs: *runs, Dir: *dir}
+		FailoverRounds: *rounds, FloorSamples: *floor, Runs: *runs, Dir: *dir, SessionTimeout: *session}
 	for _, p := range strings.Split(*parts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 100 {
