@@ -501,25 +501,38 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 	}
 	// The image shows the fence once the round's first entry applied; on
 	// a large image its elections fill later entries, and the loop
-	// reports the round once all of them have committed. The round is the
-	// one that moved every partition off the failed broker: wait for its
-	// report, then check the image once (a scan of a 10M image holds the
-	// read lock for a second, which apply would wait for).
+	// reports the round once all of them have committed. The fencing
+	// round is the one whose entries hold the broker's FenceBroker
+	// record (another round, fencing the broker stopped for the
+	// controlled shutdown, may be as large): wait for its report, then
+	// check the image once (a scan of a 10M image holds the read lock for
+	// a second, which apply would wait for).
 	var fence controller.RoundStats
-	for fence.Records < led {
+	checked := 0
+	for fence.Records == 0 {
 		rmu.Lock()
-		for _, r := range rounds {
-			if r.Records > fence.Records {
+		list := append([]controller.RoundStats(nil), rounds[checked:]...)
+		rmu.Unlock()
+		for _, r := range list {
+			checked++
+			if r.Records == 0 || r.FirstIndex == 0 {
+				continue
+			}
+			fences, err := fencesBroker(node, r.FirstIndex, r.LastIndex, failed)
+			if err != nil {
+				return err
+			}
+			if fences {
 				fence = r
+				break
 			}
 		}
-		rmu.Unlock()
-		if fence.Records >= led {
+		if fence.Records > 0 {
 			break
 		}
 		select {
 		case <-fctx.Done():
-			return fmt.Errorf("the fencing round was not reported (largest round so far: %d records, %d partitions moved): %w", fence.Records, led, fctx.Err())
+			return fmt.Errorf("the round fencing broker %d was not reported: %w", failed, fctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

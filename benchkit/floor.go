@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctrlquorum/ctrlquorum/controller"
 	"github.com/ctrlquorum/ctrlquorum/fsm"
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 // An event's floor is what its records cost with nothing of the
@@ -204,6 +205,27 @@ type indexedHash struct {
 func stateHash(n *controller.Node) indexedHash {
 	h, at := n.FSM.StateHash()
 	return indexedHash{hash: h, index: at}
+}
+
+// fencesBroker reports whether one of the log entries from..to of n
+// holds a FenceBroker record for broker id.
+func fencesBroker(n *controller.Node, from, to uint64, id int32) (bool, error) {
+	logs, err := commandEntries(n, from, to)
+	if err != nil {
+		return false, err
+	}
+	for _, l := range logs {
+		batch, err := rl.DecodeBatch(l.Data)
+		if err != nil {
+			return false, fmt.Errorf("log entry %d: %w", l.Index, err)
+		}
+		for _, r := range batch {
+			if f, ok := r.(*rl.FenceBroker); ok && f.BrokerID == id {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // heapInUse is the live heap after a full collection.
