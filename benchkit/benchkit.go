@@ -401,7 +401,7 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 	heapAfter := heapInUse()
 
 	// Controlled shutdown of broker 1.
-	_, node, err = c.active(wctx)
+	_, node, err = activeWithin(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -552,7 +552,9 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 	if cfg.LogStore != nil {
 		variant = *cfg.LogStore
 	}
-	floorRaft, err := startStoreCluster(wctx, filepath.Join(dir, "floor"), variant, cfg.Logger)
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	floorRaft, err := startStoreCluster(sctx, filepath.Join(dir, "floor"), variant, cfg.Logger)
 	if err != nil {
 		return err
 	}
@@ -585,7 +587,7 @@ func perSize(ctx context.Context, cfg Config, dir string, n int, col *collector,
 	// Failover.
 	var act, elect []float64
 	for r := 0; r < cfg.FailoverRounds; r++ {
-		idx, _, err := c.active(wctx)
+		idx, _, err := activeWithin(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -648,6 +650,14 @@ func loads(l []float64) string {
 		return fmt.Sprintf("%.2f", lo)
 	}
 	return fmt.Sprintf("%.2f-%.2f", lo, hi)
+}
+
+// activeWithin is c.active within a minute from now: each wait of a scenario
+// gets its own, since loading a 10M image alone takes minutes.
+func activeWithin(ctx context.Context, c *cluster) (int, *controller.Node, error) {
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return c.active(actx)
 }
 
 // WriteTable prints the report as a table.
