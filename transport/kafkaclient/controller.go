@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"reflect"
 	"strconv"
 	"sync"
@@ -146,6 +147,7 @@ const retryInterval = 200 * time.Millisecond
 // error of check is returned. A failure that Permanent names ends Do at
 // once.
 func (c *Controller) Do(ctx context.Context, req kmsg.Request, check func(kmsg.Response) error) (kmsg.Response, error) {
+	var earlier error // the attempt before this one's failure
 	for {
 		resp, notCtrl, err := c.request(ctx, req)
 		var fe *findError
@@ -173,13 +175,35 @@ func (c *Controller) Do(ctx context.Context, req kmsg.Request, check func(kmsg.R
 		}
 		select {
 		case <-ctx.Done():
+			// An attempt that ctx cut short (a dial or an answer still
+			// awaited) says only that time ran out; what the one before
+			// it met (a refusal, a closed connection) is what to report.
+			if earlier != nil && cutShort(err) {
+				err = fmt.Errorf("%w; the attempt before: %v", err, earlier)
+			}
 			if fe != nil {
 				return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
 			}
 			return nil, err
 		case <-time.After(retryInterval):
 		}
+		earlier = err
 	}
+}
+
+// cutShort reports whether err, or every failure of a search for the
+// controller, is a context's or a deadline's end.
+func cutShort(err error) bool {
+	var fe *findError
+	if errors.As(err, &fe) {
+		for _, e := range fe.errs {
+			if !cutShort(e) {
+				return false
+			}
+		}
+		return len(fe.errs) > 0
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // retriable reports whether a request that failed with err may go again,

@@ -2,7 +2,9 @@ package kafkaclient
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -333,5 +335,54 @@ func TestControllerFoundByEndpointKind(t *testing.T) {
 		if len(found) != 1 || found[0] != boot.id {
 			t.Fatalf("bootstrapped at node %d, found %v", boot.id, found)
 		}
+	}
+}
+
+// TestControllerDoReportsTheAttemptBeforeTheDeadline: a node that closes
+// the connection on the first request (as a listener requiring SASL does
+// with a client that did not log in), and on the next attempt accepts but
+// never answers, so that the deadline falls in that attempt: Do's error
+// still names the closed connection, not only the deadline.
+func TestControllerDoReportsTheAttemptBeforeTheDeadline(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	go func() {
+		for n := 0; ; n++ {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if n == 0 {
+				// The whole request read, so that the close is an EOF
+				// (unread data would make it a reset).
+				var size [4]byte
+				if _, err := io.ReadFull(conn, size[:]); err == nil {
+					_, _ = io.ReadFull(conn, make([]byte, binary.BigEndian.Uint32(size[:])))
+				}
+				_ = conn.Close()
+				continue
+			}
+			mu.Lock()
+			held = append(held, conn)
+			mu.Unlock()
+		}
+	}()
+	c := NewController(ControllerConfig{Bootstrap: []string{l.Addr().String()}})
+	defer c.Close()
+	_, err = c.Do(ctxT(t, 2*time.Second), heartbeat(), nil)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "EOF") {
+		t.Fatalf("want the deadline and the closed connection of the attempt before it: %v", err)
 	}
 }
