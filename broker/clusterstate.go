@@ -22,13 +22,13 @@ import (
 // ACL rules, which live in the controllers' log; the agent has no copy
 // of the log, and the control requests carry none of them. With
 // Config.WatchClusterState the agent keeps a copy, read from the
-// controller (DescribeConfigs of every topic it knows and of its own
-// broker resource with synonyms, DescribeAcls of every rule) over its
-// forwarding connections:
-//   - when an UpdateMetadata names no partition (the controller sends one
-//     to every live broker after a config or ACL change commits), is full
-//     (a catch-up: changes may have been missed), or names a topic not
-//     read yet;
+// controller (DescribeConfigs of every topic it has a replica of and of
+// its own broker resource with synonyms, DescribeAcls of every rule) over
+// its forwarding connections:
+//   - after every UpdateMetadata it accepts: the controller sends one to
+//     every live broker after a config or ACL change commits, but the
+//     sender coalesces the requests queued for a broker, so which one
+//     carries the news cannot be told;
 //   - when a LeaderAndIsr names a topic not read yet, before the Host is
 //     told (a new topic's own configs, before the broker leads it);
 //   - after a failed read, at the next heartbeat.
@@ -116,19 +116,12 @@ func (a *Agent) Authorize(c *kafkawire.Conn, op rl.AclOperation, rt rl.ResourceT
 		ResourceType: rt, ResourceName: name})
 }
 
-// watchAfterUpdateMetadata reads the cluster state again if req calls
-// for it (see above).
-func (a *Agent) watchAfterUpdateMetadata(ctx context.Context, req *kmsg.UpdateMetadataRequest) {
+// watchAfterUpdateMetadata reads the cluster state again (see above).
+func (a *Agent) watchAfterUpdateMetadata(ctx context.Context) {
 	if !a.cfg.WatchClusterState {
 		return
 	}
-	n := len(req.PartitionStates)
-	for i := range req.TopicStates {
-		n += len(req.TopicStates[i].PartitionStates)
-	}
-	if n == 0 || kafkaclient.UpdateMetadataType(req) == kafkaclient.UpdateMetadataFull || a.namesNewTopic(req.TopicStates) {
-		a.refreshClusterStateNow(ctx, nil)
-	}
+	a.refreshClusterStateNow(ctx, nil)
 }
 
 // watchBeforeLeaderAndIsr reads the cluster state again, with the
@@ -152,20 +145,6 @@ func (a *Agent) watchBeforeLeaderAndIsr(ctx context.Context, req *kmsg.LeaderAnd
 	if len(extra) > 0 {
 		a.refreshClusterStateNow(ctx, extra)
 	}
-}
-
-func (a *Agent) namesNewTopic(ts []kmsg.UpdateMetadataRequestTopicState) bool {
-	st := a.clusterState()
-	for _, t := range ts {
-		if d, ok := st.topics[t.Topic]; !ok || d.id != rl.TopicID(t.TopicID) {
-			for _, p := range t.PartitionStates {
-				if p.Leader != leaderDuringDelete {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // refreshClusterStateNow reads the cluster state, with the topics of
@@ -198,8 +177,9 @@ func (a *Agent) retryClusterState() {
 }
 
 // refreshClusterState reads the configs of every topic in the metadata
-// cache and in extra, this broker's dynamic configs and the cluster
-// default, and every ACL rule, and stores them as one new clusterState.
+// cache with a replica on this broker and of those in extra, this
+// broker's dynamic configs and the cluster default, and every ACL rule,
+// and stores them as one new clusterState.
 func (a *Agent) refreshClusterState(ctx context.Context, extra map[string]rl.TopicID) (err error) {
 	a.stateMu.Lock()
 	defer a.stateMu.Unlock()
@@ -210,7 +190,12 @@ func (a *Agent) refreshClusterState(ctx context.Context, extra map[string]rl.Top
 	a.mu.RLock()
 	ids := make(map[string]rl.TopicID, len(a.topics))
 	for name, t := range a.topics {
-		ids[name] = t.id
+		for _, p := range t.parts {
+			if slices.Contains(p.Replicas, a.cfg.BrokerID) {
+				ids[name] = t.id
+				break
+			}
+		}
 	}
 	a.mu.RUnlock()
 	for name, id := range extra {

@@ -42,7 +42,7 @@ func (a *Agent) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request)
 	case *kmsg.UpdateMetadataRequest:
 		resp := a.updateMetadata(c.ClientID, r)
 		if resp.ErrorCode == 0 {
-			a.watchAfterUpdateMetadata(ctx, r)
+			a.watchAfterUpdateMetadata(ctx)
 		}
 		return resp, nil
 	case *kmsg.StopReplicaRequest:

@@ -80,6 +80,27 @@ func (l *Log) DeleteRetained(r Retention, hw int64, now time.Time) (int, int64, 
 	return n, start, l.dropFrontLocked(n)
 }
 
+// DeleteBefore deletes, from the front, the closed segments that end at
+// or below offset: a follower's log start following its leader's (Kafka's
+// maybeIncrementLogStartOffset, at segment granularity here). It returns
+// how many went and the log start offset after.
+func (l *Log) DeleteBefore(offset int64) (int, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, 0, ErrClosed
+	}
+	n := 0
+	for n < len(l.segs)-1 && l.segs[n].next <= offset {
+		n++
+	}
+	start := l.segs[n].base
+	if n == 0 {
+		return 0, start, nil
+	}
+	return n, start, l.dropFrontLocked(n)
+}
+
 // dropFrontLocked removes the first n segments (not all of them) and
 // moves the epoch cache's start. l.mu is held.
 func (l *Log) dropFrontLocked(n int) error {

@@ -111,6 +111,25 @@ func TestDeleteRetainedBySize(t *testing.T) {
 	}
 }
 
+// A follower's log start follows its leader's a whole segment at a
+// time, never past its own closed segments.
+func TestDeleteBefore(t *testing.T) {
+	dir := t.TempDir()
+	one := int64(len(makeBatch(0, val(0))))
+	l, err := Open(dir, Config{SegmentBytes: 2 * one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fillAt(t, l, 7, func(int) int64 { return 0 }) // [0,2) [2,4) [4,6) [6,7)
+	if n, start, err := l.DeleteBefore(3); err != nil || n != 1 || start != 2 {
+		t.Fatalf("before 3: deleted %d, start %d, %v; want 1, 2", n, start, err)
+	}
+	if n, start, err := l.DeleteBefore(100); err != nil || n != 2 || start != 6 || l.EndOffset() != 7 {
+		t.Fatalf("before 100: deleted %d, start %d, end %d, %v; want 2, 6, end 7 (the active segment stays)", n, start, l.EndOffset(), err)
+	}
+}
+
 // segment.ms rolls the active segment once its first record is that old,
 // and SetRoll changes the size limit of an open log.
 func TestSegmentRollByTimeAndSetRoll(t *testing.T) {

@@ -62,9 +62,11 @@
 // with them. A follower whose log ends before its leader's start empties
 // it and starts there.
 //
+// A follower's log start follows its leader's, a whole segment at a
+// time.
+//
 // What it does not do (yet): compaction (cleanup.policy compact keeps
-// everything); a follower's log start does not follow its leader's
-// within a segment; there are no fetch sessions (every answer
+// everything); there are no fetch sessions (every answer
 // has session id 0) and no producer ids, so producers run without
 // idempotence (franz-go falls back to it by itself when InitProducerID is
 // not served); ListOffsets by time answers at batch granularity, and -3

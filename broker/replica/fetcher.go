@@ -424,6 +424,16 @@ func (f *fetcher) apply(s *fetchState, rp *kmsg.FetchResponseTopicPartition) boo
 	if hw := min(rp.HighWatermark, p.log.EndOffset()); hw > p.hw {
 		p.hw = hw
 	}
+	// The log start follows the leader's (whose retention may be the
+	// leader broker's own), a whole segment at a time.
+	if rp.LogStartOffset > p.log.StartOffset() {
+		if n, start, err := p.log.DeleteBefore(min(rp.LogStartOffset, p.hw)); err != nil {
+			f.m.log.Warn("following the leader's log start failed", "topic", p.tp.Topic, "partition", p.tp.Partition, "error", err)
+		} else if n > 0 {
+			f.m.log.Info("deleted segments below the leader's log start", "topic", p.tp.Topic, "partition", p.tp.Partition,
+				"segments", n, "log_start", start, "leader_log_start", rp.LogStartOffset)
+		}
+	}
 	f.m.notify()
 	return true
 }

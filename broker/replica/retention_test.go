@@ -127,9 +127,73 @@ func TestRetentionByTopicConfigs(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &zero}}, "kept"); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 30*time.Second, "the leader left with its active segment only", func() bool {
+	// Polled here rather than with testkit.WaitFor, to say what the
+	// replicas were if it never happens.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		s, e := replicaOf(leader)
 		// segment.bytes 1024 holds at most 5 of these records.
-		return e == end && end-s <= 5
+		if e == end && end-s <= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			var all []string
+			for id := int32(1); id <= 3; id++ {
+				if b := c.broker(id); b != nil {
+					all = append(all, fmt.Sprintf("broker %d: %+v", id, b.Replicas.Replicas()))
+				}
+			}
+			t.Fatalf("retention.ms 1 left the leader %d with [%d, %d), want its active segment only (end %d); replicas %v", leader, s, e, end, all)
+		}
+	}
+}
+
+// A follower's log start follows its leader's: with log.retention.bytes
+// set for the leader's broker alone, the followers, which keep
+// everything by their own configs, delete what the leader deleted.
+func TestFollowerLogStartFollowsLeader(t *testing.T) {
+	c := newCluster(t, 3, server.BrokerData{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.peers[0].Listener))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	segment := "1024"
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"segment.bytes": &segment}, "followed"); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.leaderOf("followed", 0)
+	keep := "4096"
+	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.retention.bytes", Value: &keep}}, leader)
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.client(kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := 0; i < 40; i++ {
+		if _, err := produce(ctx, cl, "followed", 0, fmt.Sprintf("%d-%s", i, strings.Repeat("f", 200))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func(id int32) int64 {
+		for _, r := range c.broker(id).Replicas.Replicas() {
+			if r.Topic == "followed" {
+				return r.LogStart
+			}
+		}
+		return -1
+	}
+	testkit.WaitFor(t, 30*time.Second, "every follower's log start past 0, at or below the leader's", func() bool {
+		ls := start(leader)
+		for id := int32(1); id <= 3; id++ {
+			if s := start(id); s <= 0 || s > ls {
+				return false
+			}
+		}
+		return true
 	})
 }
