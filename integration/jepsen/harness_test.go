@@ -624,6 +624,8 @@ func runCluster(t *testing.T, cfg Config, schedule []nemesis.Fault, rs runSettin
 	}
 	lt := max(time.Minute, cfg.Duration/5)
 	checked := report.Check(run, dir, report.Options{LinearizabilityTimeout: lt})
+	session, _ := time.ParseDuration(sessionTimeout)
+	checked.Results = append(checked.Results, checkRefusalFences(ps.logDir, specs, run.Faults, ended, session))
 	summary, err := report.Write(dir, run, checked)
 	if err != nil {
 		t.Errorf("writing the report: %v", err)

@@ -22,6 +22,9 @@
 //     run, a bound after the last heal.
 //   - DataAcknowledged, DataReplicasAgree, DataNoPhantoms, DataReadsStable:
 //     the data workload's records (data.go).
+//   - RefusalFences: no broker was fenced for a refused listener while its
+//     process was alive; the time from each broker crash to its fence
+//     (fences.go).
 package check
 
 import (
