@@ -171,6 +171,7 @@ func TestCrashedBrokerFencedAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	_, kcatErr := exec.LookPath("kcat")
 	testkit.Need(t, "kcat", kcatErr)
 	c := startFenceCluster(t)
@@ -249,6 +250,7 @@ func TestPausedBrokerNotFencedByRefusal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	c := startFenceCluster(t)
 	const victim = int32(2)
 	if err := c.procs[victim].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
