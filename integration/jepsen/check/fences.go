@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -113,7 +114,10 @@ func RefusalFences(fences []Fence, regs []Registration, kills []BrokerKill, sess
 	r.Checked = fmt.Sprintf("%d fences for a refused listener, %d broker crashes", refused, crashes)
 	if len(windows) > 0 {
 		slices.Sort(windows)
-		q := func(p float64) time.Duration { return windows[min(len(windows)-1, int(p*float64(len(windows))))] }
+		// Nearest rank: the smallest window with at least p of them at or below it.
+		q := func(p float64) time.Duration {
+			return windows[max(0, min(len(windows)-1, int(math.Ceil(p*float64(len(windows))))-1))]
+		}
 		r.Notes = append(r.Notes, fmt.Sprintf("broker crash → fence (kill -9 to the controller's fence): median %s, p99 %s, max %s over %d crashes (%d fenced for a refused listener, %d by session expiry; session timeout %s)",
 			q(0.5).Round(time.Millisecond), q(0.99).Round(time.Millisecond), windows[len(windows)-1].Round(time.Millisecond),
 			len(windows), byRefusal, len(windows)-byRefusal, session))

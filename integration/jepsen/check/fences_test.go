@@ -35,7 +35,7 @@ func TestRefusalFences(t *testing.T) {
 		t.Fatalf("valid fences found invalid: %s", r)
 	}
 	notes := strings.Join(r.Notes, "\n")
-	if !strings.Contains(notes, "median 1s") || !strings.Contains(notes, "over 2 crashes (1 fenced for a refused listener, 1 by session expiry") {
+	if !strings.Contains(notes, "median 100ms, p99 1s, max 1s") || !strings.Contains(notes, "over 2 crashes (1 fenced for a refused listener, 1 by session expiry") {
 		t.Fatalf("crash windows: %s", r)
 	}
 
