@@ -409,18 +409,12 @@ func finalDataRead(seeds []string, states []history.DataPartition, timeout time.
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, dataTopics()...)
-	if err != nil {
-		for i := range out {
-			out[i].ReadError = "listing the high watermarks: " + err.Error()
-		}
-		return out
-	}
+	ends := listEnds(ctx, cl)
 	parts := map[string]map[int32]kgo.Offset{}
 	want := map[tp]int64{}
 	for i := range out {
 		p := &out[i]
-		o, ok := ends.Lookup(p.Topic, p.Partition)
+		o, ok := ends[tp{p.Topic, p.Partition}]
 		switch {
 		case !ok:
 			p.ReadError = "no high watermark listed"
@@ -480,6 +474,38 @@ func finalDataRead(seeds []string, states []history.DataPartition, timeout time.
 type tp struct {
 	topic string
 	part  int32
+}
+
+// listEnds lists every data partition's high watermark at its leader
+// (ListOffsets, latest), asking again for the partitions not listed yet
+// until each is or ctx ends: a broker's Metadata answer may trail the
+// controller's, and a leader may not answer at once.
+func listEnds(ctx context.Context, cl *kgo.Client) map[tp]kadm.ListedOffset {
+	adm := kadm.NewClient(cl)
+	out := map[tp]kadm.ListedOffset{}
+	for {
+		listed, err := adm.ListEndOffsets(ctx, dataTopics()...)
+		if err == nil || listed != nil {
+			listed.Each(func(o kadm.ListedOffset) {
+				if prev, ok := out[tp{o.Topic, o.Partition}]; !ok || prev.Err != nil {
+					out[tp{o.Topic, o.Partition}] = o
+				}
+			})
+		}
+		done := len(out) == numDataTopics*dataPartitions
+		for _, o := range out {
+			done = done && o.Err == nil
+		}
+		if done {
+			return out
+		}
+		cl.ForceMetadataRefresh()
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // readReplicaLogs reads every data partition's log from each broker's

@@ -220,3 +220,20 @@ func TestDataViolationsCapped(t *testing.T) {
 		t.Errorf("%d violations, last %v", len(r.Violations), r.Violations[len(r.Violations)-1])
 	}
 }
+
+// TestDataAcknowledgedIncompleteRead: a partition whose final read could
+// not get its high watermark is one violation, and its acknowledged
+// records are unverified, not lost.
+func TestDataAcknowledgedIncompleteRead(t *testing.T) {
+	d := goodData(4)
+	d.final.Partitions[0].Read = d.final.Partitions[0].Read[:1]
+	d.final.Partitions[0].ReadError = "no high watermark listed"
+	r := DataAcknowledged(d.produces, d.final)
+	if r.Valid || len(r.Violations) != 1 || !strings.Contains(r.Violations[0].Description, "the final read is incomplete") ||
+		!strings.Contains(r.Violations[0].Description, "3 acknowledged records past them unchecked") {
+		t.Errorf("%s", r)
+	}
+	if f := Figures(d.produces, d.consumed, d.final); f.ReadBack != 1 || f.Lost != 0 || f.Unverified != 3 {
+		t.Errorf("figures: %s", f)
+	}
+}

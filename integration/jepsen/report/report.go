@@ -236,8 +236,12 @@ func (s Summary) Text() string {
 	fmt.Fprintf(&b, "\n%d ops:%s\n", s.Ops, counts(s.OpsByKind))
 	fmt.Fprintf(&b, "outcomes:%s\n", counts(s.Outcomes))
 	if d := s.Data; d != nil {
-		fmt.Fprintf(&b, "data: %d records acknowledged, %d read back, %d lost, %d unknown outcome, %d failed (%d produces to %d partitions; %d records consumed during the run, %d in the final read; %d duplicated by a producer's retry)\n",
-			d.Acknowledged, d.ReadBack, d.Lost, d.Unknown, d.Failed, d.Produces, d.Partitions, d.Consumed, d.Final, d.Retried)
+		fmt.Fprintf(&b, "data: %d records acknowledged, %d read back, %d lost", d.Acknowledged, d.ReadBack, d.Lost)
+		if d.Unverified > 0 {
+			fmt.Fprintf(&b, ", %d unverified (the final read of their partition is incomplete)", d.Unverified)
+		}
+		fmt.Fprintf(&b, ", %d unknown outcome, %d failed (%d produces to %d partitions; %d records consumed during the run, %d in the final read; %d duplicated by a producer's retry)\n",
+			d.Unknown, d.Failed, d.Produces, d.Partitions, d.Consumed, d.Final, d.Retried)
 	}
 	fmt.Fprintf(&b, "%d faults:%s", s.Faults, counts(s.FaultsKind))
 	if s.FaultErrors > 0 {
