@@ -41,7 +41,10 @@ func TestRunSmall(t *testing.T) {
 	if events != 2 {
 		t.Errorf("%d broker events in the report, want 2", events)
 	}
-	if len(rep.Images) != 1 || rep.Images[0].Partitions != 300 || rep.Images[0].HeapPerPartition <= 0 || rep.Images[0].SnapshotPerPart <= 0 {
+	// The heap figures of a 300-partition image are within the noise of
+	// the voters' own allocations (the difference of two live heaps can
+	// come out negative): only the snapshot's size is checked here.
+	if len(rep.Images) != 1 || rep.Images[0].Partitions != 300 || rep.Images[0].Brokers != 4 || rep.Images[0].SnapshotPerPart <= 0 || rep.Images[0].SnapshotBytes <= 0 {
 		t.Errorf("image figures: %+v", rep.Images)
 	}
 	var b bytes.Buffer
