@@ -31,6 +31,7 @@ func TestDataConfigsAndACLsWithClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	_, err := exec.LookPath("kcat")
 	testkit.Need(t, "kcat", err)
 	base := freePortBase(t, devPorts...)
