@@ -28,9 +28,11 @@ import (
 // An answer that says NOT_CONTROLLER — on the envelope, or in the
 // request's own answer — sends the request again to the controller found
 // anew (kafkaclient.Controller.Do), until the request's time is up: the
-// request's own timeout, if it has one, plus ForwardTimeout. A client
-// never sees NOT_CONTROLLER from a broker; if no controller took the
-// request in time it gets REQUEST_TIMED_OUT, which it retries.
+// request's own timeout, if it has one, plus ForwardTimeout, or until the
+// client closes its connection (it gave up, and may have retried through
+// another broker). A client never sees NOT_CONTROLLER from a broker; if
+// no controller took the request in time it gets REQUEST_TIMED_OUT, which
+// it retries.
 //
 // DescribeConfigs of this broker's own BROKER resource is answered as
 // Kafka answers it, by the broker: the controller describes the resource
@@ -113,6 +115,19 @@ func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.forwardDeadline(req))
 	defer cancel()
+	if c != nil && c.Gone != nil {
+		// A client that closed its connection has given up on the
+		// request and may have sent it again elsewhere: forwarding it
+		// later would apply it after the client has moved on (a delete
+		// arriving after the topic was created again).
+		go func() {
+			select {
+			case <-c.Gone:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	var ip net.IP
 	clientID := ""
 	if c != nil {
@@ -121,6 +136,7 @@ func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request
 			ip = ta.IP
 		}
 	}
+	a.log.Debug("forwarding a request to the active controller", "api", kmsg.NameForKey(req.Key()), "client", clientID)
 	env := kafkaclient.Envelope(req, clientID, principal(c), ip)
 	var ctl *kafkaclient.Controller
 	select {
@@ -152,12 +168,28 @@ func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request
 	case errors.As(err, &ee):
 		a.log.Warn("the controller refused a forwarded request", "api", kmsg.NameForKey(req.Key()), "error", err)
 		return errorAnswer(req, ee.Code, err.Error())
+	case c != nil && isClosed(c.Gone):
+		a.log.Debug("the client closed its connection: forwarding its request given up", "api", kmsg.NameForKey(req.Key()), "client", clientID)
+		return errorAnswer(req, kerr.RequestTimedOut.Code, "the client closed its connection")
 	case ctx.Err() != nil || errors.Is(err, kafkaclient.ErrNotController):
 		a.log.Debug("no controller took a forwarded request in time", "api", kmsg.NameForKey(req.Key()), "error", err)
 		return errorAnswer(req, kerr.RequestTimedOut.Code, "no active controller took the request in time")
 	}
 	a.log.Warn("forwarding a request to the controller failed", "api", kmsg.NameForKey(req.Key()), "error", err)
 	return errorAnswer(req, kerr.UnknownServerError.Code, err.Error())
+}
+
+// isClosed reports whether ch is closed; a nil ch never is.
+func isClosed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // overlayStatic puts the agent's static settings into the description of

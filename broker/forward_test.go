@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/internal/testkit"
 	"github.com/ctrlquorum/ctrlquorum/transport/kafkaclient"
 )
 
@@ -122,4 +124,57 @@ func TestForwardWithoutAController(t *testing.T) {
 			t.Errorf("%s answered NOT_CONTROLLER", kmsg.NameForKey(key))
 		}
 	}
+}
+
+// TestForwardGivesUpWhenTheClientGoes: a forwarded request whose client
+// closes its connection is given up at once, not retried until its time
+// is up: the client may have sent it again through another broker, and
+// delivered late it would act after the client moved on (a DeleteTopics
+// deleting the topic created again since). The controllers refuse every
+// connection and the forward timeout is ten minutes, so only the client's
+// going ends the forward within the wait.
+func TestForwardGivesUpWhenTheClientGoes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	var logs testkit.Log
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: &logs})
+	a := startAgent(t, broker.Config{BrokerID: 1, Controllers: []string{dead}, ForwardTimeout: 10 * time.Minute, Logger: logger})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := kafkaclient.Dial(ctx, a.Addr(), kafkaclient.Options{ClientID: "leaving-client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TopicNames = []string{"t"}
+	req.TimeoutMillis = 1000
+	rctx, rcancel := context.WithCancel(ctx)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := conn.Request(rctx, req)
+		answered <- err
+	}()
+	waitFor(t, "the agent forwarding the request", func() bool {
+		return logs.Has("forwarding a request to the active controller", "DeleteTopics", "leaving-client")
+	})
+	if logs.Has("forwarding its request given up") {
+		t.Fatal("the forward was given up while the client still waited")
+	}
+	rcancel() // the client gives up: its connection closes
+	if err := <-answered; err == nil {
+		t.Fatal("a request cut short by its context answered")
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	waitFor(t, "the agent giving the forward up once its client had gone", func() bool {
+		return logs.Has("the client closed its connection: forwarding its request given up", "DeleteTopics", "leaving-client")
+	})
 }

@@ -33,6 +33,12 @@ type Conn struct {
 	// Session is the connection's own state, the same for every request
 	// on it: what the handler learned earlier (who authenticated, say).
 	Session *Session
+	// Gone closes once the server has stopped reading the connection:
+	// the client closed or reset it, or the server is closing it. Nobody
+	// will read an answer then, so a handler that waits on others for
+	// long (a forwarded request) gives up rather than act for a client
+	// that has already given up, and maybe retried elsewhere.
+	Gone <-chan struct{}
 }
 
 // Session is state a handler keeps for one connection across its
@@ -386,7 +392,7 @@ func (s *Server) serveConn(c net.Conn) {
 				return
 			}
 		} else {
-			resp, err = s.handleFrame(c.RemoteAddr(), state, session, frame)
+			resp, err = s.handleFrame(c.RemoteAddr(), state, session, readerDone, frame)
 			s.queue.release(int64(len(frame)))
 			if err != nil {
 				log.Warn("closing connection after a bad request", "reason", err)
@@ -448,16 +454,16 @@ func (s *Server) readLoop(c net.Conn, session *Session, frames chan<- []byte, sl
 		case slots <- struct{}{}:
 		default:
 			// Every slot is taken. Wait for the client's next bytes, which
-			// only go into the read buffer, and say once per connection
-			// that it is being held back (at DEBUG: every pipelining client
-			// gets here on every connection, which is normal back-pressure;
+			// only go into the read buffer (or for the client to close the
+			// connection, which ends the reader and tells the handlers
+			// through Conn.Gone), and say once per connection that it is
+			// being held back (at DEBUG: every pipelining client gets here
+			// on every connection, which is normal back-pressure;
 			// InFlightPauses counts it); then wait for a slot.
-			if !paused {
-				if err = s.awaitData(c, r, busy); err == nil {
-					paused = true
-					s.stats.inFlightPauses.Add(1)
-					log.Debug("in-flight request limit reached: not reading more requests from this connection until a response is sent", "max_in_flight", s.cfg.MaxInFlight)
-				}
+			if err = s.awaitData(c, r, busy); err == nil && !paused {
+				paused = true
+				s.stats.inFlightPauses.Add(1)
+				log.Debug("in-flight request limit reached: not reading more requests from this connection until a response is sent", "max_in_flight", s.cfg.MaxInFlight)
 			}
 			if err == nil {
 				select {
@@ -718,7 +724,7 @@ func SkipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, session *Session, frame []byte) ([]byte, error) {
+func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, session *Session, gone <-chan struct{}, frame []byte) ([]byte, error) {
 	h, body, err := parseHeader(frame)
 	if err != nil {
 		return nil, err
@@ -747,7 +753,7 @@ func (s *Server) handleFrame(remote net.Addr, state *tls.ConnectionState, sessio
 	if h.key == apiVersionsKey {
 		resp = s.apiVersions(req.(*kmsg.ApiVersionsRequest))
 	} else {
-		resp, err = s.cfg.Handler.Handle(s.ctx, &Conn{Remote: remote, ClientID: h.clientID, Version: h.version, TLS: state, Session: session}, req)
+		resp, err = s.cfg.Handler.Handle(s.ctx, &Conn{Remote: remote, ClientID: h.clientID, Version: h.version, TLS: state, Session: session, Gone: gone}, req)
 		if err != nil {
 			return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
 		}

@@ -234,7 +234,7 @@ func FuzzHandleFrame(f *testing.F) {
 			rest = rest[4+n:]
 			sent += 4 + int(n)
 			sess := &Session{}
-			resp, err := s.handleFrame(pipeAddr{}, nil, sess, frame)
+			resp, err := s.handleFrame(pipeAddr{}, nil, sess, nil, frame)
 			if err != nil {
 				wants = append(wants, want{frame: frame})
 				break
@@ -278,7 +278,7 @@ func FuzzHandleFrame(f *testing.F) {
 		if _, err := c.Write(sized); err != nil {
 			t.Fatalf("the connection closed after %d answered frames: %v", len(wants), err)
 		}
-		resp, err := s.handleFrame(pipeAddr{}, nil, &Session{}, sized[4:])
+		resp, err := s.handleFrame(pipeAddr{}, nil, &Session{}, nil, sized[4:])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,7 +493,7 @@ func TestFuzzHandleFrameCorpus(t *testing.T) {
 	s := &Server{apis: map[int16]int16{3: 12, 18: 4, 19: 7}, cfg: Config{Handler: HandlerFunc(answerFuzzFrame)}, ctx: context.Background()}
 	for _, seed := range handleFrameSeeds() {
 		first := seed.stream[4 : 4+binary.BigEndian.Uint32(seed.stream)]
-		if _, err := s.handleFrame(pipeAddr{}, nil, &Session{}, first); err != nil {
+		if _, err := s.handleFrame(pipeAddr{}, nil, &Session{}, nil, first); err != nil {
 			t.Fatalf("%s: %v", seed.name, err)
 		}
 		if *writeFuzzCorpus {
