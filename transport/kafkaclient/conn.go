@@ -22,6 +22,7 @@ package kafkaclient
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -131,10 +132,28 @@ func (c *Conn) RequestAs(ctx context.Context, clientID string, req kmsg.Request)
 	resp, err := c.roundTrip(ctx, clientID, req, req.ResponseKind())
 	if err != nil {
 		c.broken = err
-		_ = c.nc.Close()
+		_ = abort(c.nc)
 		return nil, err
 	}
 	return resp, nil
+}
+
+// abort closes nc discarding whatever it has not delivered. A request
+// cut short (its deadline passed, the peer unreachable) may still sit in
+// the socket's send queue; closed the usual way, the kernel keeps sending
+// it, and a network partition that heals delivers it after its sender
+// gave up on it and perhaps retried: a late DeleteTopics then deletes the
+// topic created again since. With SO_LINGER 0 the close resets the
+// connection and drops the queue.
+func abort(nc net.Conn) error {
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tcp, ok := raw.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	return nc.Close()
 }
 
 // roundTrip writes one request and reads its response into resp. The
