@@ -100,7 +100,7 @@ func (c *epochCache) save() error {
 	for _, e := range c.entries {
 		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	return writeFileAtomic(c.path, b.Bytes())
+	return WriteFileAtomic(c.path, b.Bytes())
 }
 
 // latest returns the newest entry, or false for an empty cache.
@@ -166,9 +166,10 @@ func (c *epochCache) endOffsetFor(epoch int32, logEnd int64) (int32, int64) {
 	return c.entries[i-1].Epoch, c.entries[i].StartOffset
 }
 
-// writeFileAtomic replaces path with b: written to path.tmp, synced,
-// renamed, and the directory synced.
-func writeFileAtomic(path string, b []byte) error {
+// WriteFileAtomic replaces path with b: written to path.tmp, synced,
+// renamed, and the directory synced, so that a crash leaves the old file
+// or the new one, never a torn one.
+func WriteFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {

@@ -178,7 +178,7 @@ func checkTopicID(dir string, id [16]byte) error {
 	want := base64.RawURLEncoding.EncodeToString(id[:])
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return writeFileAtomic(path, []byte("version: 0\ntopic_id: "+want+"\n"))
+		return WriteFileAtomic(path, []byte("version: 0\ntopic_id: "+want+"\n"))
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ctrlquorum/ctrlquorum/broker"
+	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
 )
 
 // The high-watermark checkpoint is Kafka's replication-offset-checkpoint:
@@ -152,39 +153,9 @@ func (m *Manager) writeCheckpoint() error {
 	if bytes.Equal(b, m.checkpointed) {
 		return nil
 	}
-	if err := writeFileAtomic(m.checkpointPath(), b); err != nil {
+	if err := partlog.WriteFileAtomic(m.checkpointPath(), b); err != nil {
 		return err
 	}
 	m.checkpointed = b
 	return nil
-}
-
-// writeFileAtomic replaces path with b: written to path.tmp, synced,
-// renamed, and the directory synced.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
