@@ -1,7 +1,6 @@
 package partlog
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -52,41 +51,24 @@ func loadEpochs(dir string) (*epochCache, error) {
 // parseEpochCheckpoint reads Kafka's checkpoint text: "0", the count,
 // then one "epoch offset" line per entry, both increasing.
 func parseEpochCheckpoint(b []byte) ([]EpochEntry, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	line := func() (string, bool) {
-		if !sc.Scan() {
-			return "", false
-		}
-		return strings.TrimSpace(sc.Text()), true
+	entries, rest, err := ParseCheckpoint(b, 2)
+	if err != nil {
+		return nil, err
 	}
-	v, ok := line()
-	if !ok || v != "0" {
-		return nil, fmt.Errorf("checkpoint version %q, want 0", v)
-	}
-	cs, ok := line()
-	n, err := strconv.Atoi(cs)
-	if !ok || err != nil || n < 0 || n > 1<<20 {
-		return nil, fmt.Errorf("checkpoint count %q", cs)
-	}
-	out := make([]EpochEntry, 0, n)
-	for i := 0; i < n; i++ {
-		l, ok := line()
-		f := strings.Fields(l)
-		if !ok || len(f) != 2 {
-			return nil, fmt.Errorf("checkpoint entry %d: %q", i, l)
-		}
+	out := make([]EpochEntry, 0, len(entries))
+	for i, f := range entries {
 		e, err1 := strconv.ParseInt(f[0], 10, 32)
 		o, err2 := strconv.ParseInt(f[1], 10, 64)
 		if err1 != nil || err2 != nil || e < 0 || o < 0 {
-			return nil, fmt.Errorf("checkpoint entry %d: %q", i, l)
+			return nil, fmt.Errorf("checkpoint entry %d: %q", i, strings.Join(f, " "))
 		}
 		if k := len(out); k > 0 && (int32(e) <= out[k-1].Epoch || o < out[k-1].StartOffset) {
-			return nil, fmt.Errorf("checkpoint entry %d: %q does not follow %d %d", i, l, out[k-1].Epoch, out[k-1].StartOffset)
+			return nil, fmt.Errorf("checkpoint entry %d: %q does not follow %d %d", i, strings.Join(f, " "), out[k-1].Epoch, out[k-1].StartOffset)
 		}
 		out = append(out, EpochEntry{Epoch: int32(e), StartOffset: o})
 	}
-	if line, ok := line(); ok && line != "" {
-		return nil, fmt.Errorf("checkpoint has %q after its %d entries", line, n)
+	if rest != "" {
+		return nil, fmt.Errorf("checkpoint has %q after its %d entries", rest, len(entries))
 	}
 	return out, nil
 }

@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -45,41 +44,18 @@ func readCheckpoint(path string) (map[broker.TopicPartition]int64, error) {
 
 // parseCheckpoint decodes a checkpoint, refusing anything malformed.
 func parseCheckpoint(b []byte) (map[broker.TopicPartition]int64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	line := func() (string, bool) {
-		if !sc.Scan() {
-			return "", false
-		}
-		return strings.TrimSpace(sc.Text()), true
+	entries, _, err := partlog.ParseCheckpoint(b, 3)
+	if err != nil {
+		return nil, err
 	}
-	v, ok := line()
-	if !ok || v != "0" {
-		return nil, fmt.Errorf("version %q, want 0", v)
-	}
-	c, ok := line()
-	n, err := strconv.Atoi(c)
-	if !ok || err != nil || n < 0 {
-		return nil, fmt.Errorf("entry count %q", c)
-	}
-	out := make(map[broker.TopicPartition]int64, min(n, 1<<16))
-	for i := range n {
-		l, ok := line()
-		if !ok {
-			return nil, fmt.Errorf("%d entries of %d", i, n)
-		}
-		f := strings.Fields(l)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("entry %q: want topic, partition and offset", l)
-		}
+	out := make(map[broker.TopicPartition]int64, len(entries))
+	for _, f := range entries {
 		part, err1 := strconv.ParseInt(f[1], 10, 32)
 		off, err2 := strconv.ParseInt(f[2], 10, 64)
 		if err1 != nil || err2 != nil || part < 0 || off < 0 {
-			return nil, fmt.Errorf("entry %q: bad partition or offset", l)
+			return nil, fmt.Errorf("entry %q: bad partition or offset", strings.Join(f, " "))
 		}
 		out[broker.TopicPartition{Topic: f[0], Partition: int32(part)}] = off
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	return out, nil
 }
