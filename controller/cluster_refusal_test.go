@@ -12,22 +12,8 @@ import (
 // 127.0.0.<id>:9092, with incarnation inc.
 func (e *managerEnv) addBrokerAt(id int32, inc byte) int64 {
 	e.t.Helper()
-	var reg result[int64]
-	w, err := e.call(func(w *work) (err error) {
-		reg, err = e.m.cluster.register(w, BrokerRegistration{BrokerID: id, IncarnationID: rl.IncarnationID{byte(id), inc},
-			Endpoints: []rl.Endpoint{{Name: "PLAINTEXT", Host: fmt.Sprintf("127.0.0.%d", id), Port: 9092}}})
-		return err
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	epoch := int64(e.replay(w))
-	e.joined(reg.effects)
-	e.run(func(w *work) error {
-		_, err := e.m.cluster.heartbeat(w, Heartbeat{BrokerID: id, BrokerEpoch: epoch, MetadataOffset: uint64(epoch)})
-		return err
-	})
-	return epoch
+	return e.registerAndUnfence(BrokerRegistration{BrokerID: id, IncarnationID: rl.IncarnationID{byte(id), inc},
+		Endpoints: []rl.Endpoint{{Name: "PLAINTEXT", Host: fmt.Sprintf("127.0.0.%d", id), Port: 9092}}})
 }
 
 func recordStrings(w *work) []string {

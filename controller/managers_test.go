@@ -114,9 +114,17 @@ func (e *managerEnv) partition(topic string, p int32) *fsm.Partition {
 // epoch.
 func (e *managerEnv) addBroker(id int32, rack string) int64 {
 	e.t.Helper()
+	return e.registerAndUnfence(BrokerRegistration{BrokerID: id, IncarnationID: rl.IncarnationID{byte(id), 1}, Rack: rack})
+}
+
+// registerAndUnfence registers r and unfences the broker with a
+// caught-up heartbeat, and returns its epoch.
+func (e *managerEnv) registerAndUnfence(r BrokerRegistration) int64 {
+	e.t.Helper()
+	id := r.BrokerID
 	var reg result[int64]
 	w, err := e.call(func(w *work) (err error) {
-		reg, err = e.m.cluster.register(w, BrokerRegistration{BrokerID: id, IncarnationID: rl.IncarnationID{byte(id), 1}, Rack: rack})
+		reg, err = e.m.cluster.register(w, r)
 		return err
 	})
 	if err != nil {
