@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,17 +36,9 @@ func TestDataConfigsAndACLsWithClients(t *testing.T) {
 	boot := fmt.Sprintf("127.0.0.1:%d", base)
 	brokers := []string{fmt.Sprintf("127.0.0.1:%d", base+300), fmt.Sprintf("127.0.0.1:%d", base+301), fmt.Sprintf("127.0.0.1:%d", base+302)}
 	data := t.TempDir()
-	dev := startProc(t, "dev --sasl", nil, "dev", "--sasl", "--data", data, "--port", strconv.Itoa(base),
-		"--log-level", "warn", "--session-timeout", "2s")
-	m := dev.waitLine(t, regexp.MustCompile(`^SASL: .* password is in (\S+)$`), time.Minute)
-	dev.waitLine(t, activeRE, time.Minute)
-	raw, err := os.ReadFile(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	adminPass := strings.TrimSpace(string(raw))
+	dev, passFile, adminPass := startDevSASL(t, data, base)
 	login := []string{"--bootstrap", boot, "--timeout", "20s",
-		"--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "admin", "--sasl-password-file", m[1]}
+		"--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "admin", "--sasl-password-file", passFile}
 	admin := func(args ...string) {
 		t.Helper()
 		var last result

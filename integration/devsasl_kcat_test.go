@@ -31,15 +31,7 @@ func TestKcatSASLLogin(t *testing.T) {
 	base := freePortBase(t, devPorts...)
 	boot := fmt.Sprintf("127.0.0.1:%d", base)
 	data := t.TempDir()
-	dev := startProc(t, "dev --sasl", nil, "dev", "--sasl", "--data", data, "--port", strconv.Itoa(base),
-		"--log-level", "warn", "--session-timeout", "2s")
-	m := dev.waitLine(t, regexp.MustCompile(`^SASL: .* password is in (\S+)$`), time.Minute)
-	dev.waitLine(t, activeRE, time.Minute)
-	raw, err := os.ReadFile(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := strings.TrimSpace(string(raw))
+	dev, _, pass := startDevSASL(t, data, base)
 
 	kcat := func(mech, pass string) (string, error) { return kcatSASL(boot, mech, pass) }
 	// The admin credentials are written once the first voter is active:
@@ -94,17 +86,9 @@ func TestKcatSASLLoginAtBroker(t *testing.T) {
 	boot := fmt.Sprintf("127.0.0.1:%d", base)
 	broker := fmt.Sprintf("127.0.0.1:%d", base+300)
 	data := t.TempDir()
-	dev := startProc(t, "dev --sasl", nil, "dev", "--sasl", "--data", data, "--port", strconv.Itoa(base),
-		"--log-level", "warn", "--session-timeout", "2s")
-	m := dev.waitLine(t, regexp.MustCompile(`^SASL: .* password is in (\S+)$`), time.Minute)
-	dev.waitLine(t, activeRE, time.Minute)
-	raw, err := os.ReadFile(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := strings.TrimSpace(string(raw))
+	dev, passFile, pass := startDevSASL(t, data, base)
 	login := []string{"--bootstrap", boot, "--timeout", "20s",
-		"--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "admin", "--sasl-password-file", m[1]}
+		"--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "admin", "--sasl-password-file", passFile}
 	var created itemResults
 	ctlJSON(t, time.Minute, &created, append([]string{"topics", "create", "--topic", "seen-at-broker", "--partitions", "1", "--replication-factor", "3"}, login...)...)
 	if len(created.Results) != 1 || created.Results[0].Status != "created" {
@@ -137,4 +121,20 @@ func TestKcatSASLLoginAtBroker(t *testing.T) {
 	if err := dev.signal(t, syscall.SIGINT, 30*time.Second); err != nil {
 		t.Fatalf("dev exited with %v", err)
 	}
+}
+
+// startDevSASL starts `ctrlnode dev --sasl` on base with its data in
+// data, waits for a voter to be active, and returns the process, the
+// admin password file it printed and the password.
+func startDevSASL(t *testing.T, data string, base int) (dev *proc, passFile, pass string) {
+	t.Helper()
+	dev = startProc(t, "dev --sasl", nil, "dev", "--sasl", "--data", data, "--port", strconv.Itoa(base),
+		"--log-level", "warn", "--session-timeout", "2s")
+	m := dev.waitLine(t, regexp.MustCompile(`^SASL: .* password is in (\S+)$`), time.Minute)
+	dev.waitLine(t, activeRE, time.Minute)
+	raw, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev, m[1], strings.TrimSpace(string(raw))
 }
