@@ -317,8 +317,9 @@ func (s *Server) accept() {
 		}
 		if len(s.conns) >= s.cfg.MaxConns {
 			s.mu.Unlock()
-			s.stats.connsRefused.Add(1)
+			// Log before counting: whoever sees the count can read the line.
 			s.log.Warn("connection limit reached: closing new connection", "remote", c.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
+			s.stats.connsRefused.Add(1)
 			_ = c.Close()
 			continue
 		}
@@ -342,13 +343,13 @@ func (s *Server) serveConn(c net.Conn) {
 	if tc, ok := c.(*tls.Conn); ok {
 		cs, err := s.handshake(tc)
 		if err != nil {
-			s.stats.handshakeFailures.Add(1)
 			var le *limitError
 			if errors.As(err, &le) {
 				log.Warn("closing connection: "+le.msg, le.kv...)
 			} else if s.ctx.Err() == nil {
 				log.Warn("closing connection: TLS handshake failed", append([]any{"reason", err}, tlsconfig.UnverifiedPeer(err)...)...)
 			}
+			s.stats.handshakeFailures.Add(1)
 			return
 		}
 		state = cs
@@ -410,9 +411,9 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		if err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				s.stats.writeTimeouts.Add(1)
 				log.Warn("closing connection: response not written within the write timeout (the client is not reading)",
 					"write_timeout", s.cfg.WriteTimeout, "response_bytes", len(resp))
+				s.stats.writeTimeouts.Add(1)
 			}
 			return
 		}
@@ -462,8 +463,8 @@ func (s *Server) readLoop(c net.Conn, session *Session, frames chan<- []byte, sl
 			// InFlightPauses counts it); then wait for a slot.
 			if err = s.awaitData(c, r, busy); err == nil && !paused {
 				paused = true
-				s.stats.inFlightPauses.Add(1)
 				log.Debug("in-flight request limit reached: not reading more requests from this connection until a response is sent", "max_in_flight", s.cfg.MaxInFlight)
+				s.stats.inFlightPauses.Add(1)
 			}
 			if err == nil {
 				select {
@@ -640,9 +641,9 @@ func (rd *connReader) take(f *frameBytes, n int64) error {
 	}
 	if !rd.queuePaused {
 		rd.queuePaused = true
-		s.stats.queuedBytesPauses.Add(1)
 		rd.log.Info("queued request bytes limit reached: not reading from this connection until requests are handled",
 			"max_queued_bytes", s.cfg.MaxQueuedBytes)
+		s.stats.queuedBytesPauses.Add(1)
 	}
 	start := time.Now()
 	idle := time.NewTimer(s.cfg.IdleTimeout)
