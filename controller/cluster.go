@@ -158,7 +158,7 @@ func (m *clusterManager) heartbeat(w *work, hb Heartbeat) (result[HeartbeatRespo
 	if m.sessions.needCatchUp[b.ID] {
 		res.committed = []sessionChange{{broker: b.ID, op: caughtUp}}
 		if hb.MetadataOffset < m.catchUpBelow {
-			w.plan.catchUpFrom(b.ID, hb.MetadataOffset, false)
+			w.plan.catchUpFrom(b.ID, catchUpStart(b, hb.MetadataOffset), false)
 		}
 	}
 	isCaughtUp := hb.MetadataOffset >= uint64(b.Epoch)
@@ -241,15 +241,23 @@ func (m *clusterManager) unfence(w *work, b *fsm.Broker, offset uint64) error {
 	w.because(fmt.Sprintf("broker %d caught up: unfenced", b.ID))
 	w.log.Info("broker caught up: unfenced", "broker", b.ID, "epoch", b.Epoch)
 	w.plan.updateMetadataToAll = true
-	// A broker that has applied nothing past its own registration is a
-	// new incarnation with an empty cache: it gets the whole image, as
-	// Kafka sends a starting broker a full UpdateMetadata. One that comes
-	// back with a cache gets what changed since.
-	if offset <= uint64(b.Epoch) {
-		offset = 0
-	}
-	w.plan.catchUpFrom(b.ID, offset, false)
+	w.plan.catchUpFrom(b.ID, catchUpStart(b, offset), false)
 	return m.replication.onlineBrokerReplicas(w, b.ID)
+}
+
+// catchUpStart is where the catch-up of a broker that reports offset
+// starts. A broker that has applied nothing past its own registration (it
+// reports its epoch until it applies a request) is a new incarnation with
+// an empty cache: it gets the whole image, as Kafka sends a starting
+// broker a full UpdateMetadata, whether this is its unfence or the first
+// heartbeat a new controller hears from it (the controller that unfenced
+// it may have gone before its catch-up was delivered). One that comes
+// back with a cache gets what changed since.
+func catchUpStart(b *fsm.Broker, offset uint64) uint64 {
+	if offset <= uint64(b.Epoch) {
+		return 0
+	}
+	return offset
 }
 
 // controlledShutdown marks a broker that asked to stop as shutting down
