@@ -2,12 +2,16 @@ package jepsen
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ctrlquorum/ctrlquorum/broker/partlog"
@@ -73,5 +77,31 @@ func TestBatchRecordsRefusesCompressed(t *testing.T) {
 	raw[22] |= 1 // attributes: gzip
 	if _, err := batchRecords(raw); err == nil {
 		t.Error("a compressed batch was decoded as uncompressed")
+	}
+}
+
+// TestProduceOutcomes: a produce fails for certain only when its one
+// request was refused before the append; an error from the client with no
+// write counted is unknown, since kgo fails a record on bad metadata even
+// while a request carrying it is being written.
+func TestProduceOutcomes(t *testing.T) {
+	r := &dataRecorder{now: time.Now}
+	for _, c := range []struct {
+		err    error
+		writes int
+		want   history.Outcome
+	}{
+		{nil, 1, history.OK},
+		{kerr.NotEnoughReplicas, 1, history.Fail},
+		{kerr.NotEnoughReplicas, 2, history.Unknown},
+		{kerr.NotEnoughReplicasAfterAppend, 1, history.Unknown},
+		{errors.New("kafka did not reply with a comprehensive set of partitions for a topic"), 0, history.Unknown},
+		{kgo.ErrRecordTimeout, 0, history.Unknown},
+	} {
+		p := r.invoke(0, "jd-0", 0, "v")
+		r.finish(p, 7, c.err, c.writes)
+		if p.Outcome != c.want {
+			t.Errorf("%v after %d writes: %v, want %v", c.err, c.writes, p.Outcome, c.want)
+		}
 	}
 }

@@ -24,7 +24,7 @@ type Produce struct {
 	// Complete is when the answer came; zero for Unknown.
 	Complete time.Time `json:"complete,omitzero"`
 	// Outcome: OK (acknowledged at Offset), Fail (certainly not in the
-	// log: refused before the append, or never written to a broker), or
+	// log: refused before the append), or
 	// Unknown (it may be in the log or not).
 	Outcome Outcome `json:"outcome"`
 	// Offset is where an acknowledged record is, -1 otherwise.
