@@ -39,10 +39,15 @@ type topicDescribe struct {
 	Topics []struct {
 		Name       string `json:"name"`
 		Partitions []struct {
-			Partition int32   `json:"partition"`
-			Leader    int32   `json:"leader"`
-			Replicas  []int32 `json:"replicas"`
-			ISR       []int32 `json:"isr"`
+			Partition     int32   `json:"partition"`
+			Leader        int32   `json:"leader"`
+			Replicas      []int32 `json:"replicas"`
+			ISR           []int32 `json:"isr"`
+			State         string  `json:"state"`
+			ReplicaStates []struct {
+				Broker int32  `json:"broker"`
+				State  string `json:"state"`
+			} `json:"replica_states"`
 		} `json:"partitions"`
 		Configs map[string]string `json:"configs"`
 		Error   string            `json:"error"`
@@ -166,15 +171,27 @@ func TestDevAdminCommandsAndRestart(t *testing.T) {
 		t.Fatalf("topics list: no scratch: %+v", list)
 	}
 
-	// Every partition gets a leader among the brokers and a full ISR.
+	// Every partition gets a leader among the brokers and a full ISR,
+	// and the controller's states say so: the partition online, each
+	// replica online.
 	var desc topicDescribe
-	waitFor(t, 30*time.Second, "orders led with full ISRs", func() bool {
-		ctlJSON(t, 30*time.Second, &desc, append([]string{"topics", "describe", "--topic", "orders"}, b...)...)
+	waitFor(t, 30*time.Second, "orders led with full ISRs, OnlinePartition, replicas OnlineReplica", func() bool {
+		ctlJSON(t, 30*time.Second, &desc, append(append([]string{"topics", "describe", "--topic", "orders"}, b...), httpArgs...)...)
 		if len(desc.Topics) != 1 || len(desc.Topics[0].Partitions) != 6 {
 			return false
 		}
 		for _, p := range desc.Topics[0].Partitions {
 			if p.Leader < 1 || p.Leader > 3 || len(p.ISR) != 3 || p.Replicas[0] != p.Leader {
+				return false
+			}
+			var states []string
+			for i, r := range p.ReplicaStates {
+				if r.Broker != p.Replicas[i] {
+					return false
+				}
+				states = append(states, r.State)
+			}
+			if p.State != "OnlinePartition" || !slices.Equal(states, []string{"OnlineReplica", "OnlineReplica", "OnlineReplica"}) {
 				return false
 			}
 		}
