@@ -212,7 +212,12 @@ type Agent struct {
 	stateMu       sync.Mutex
 	stateStale    atomic.Bool
 	stateRetrying atomic.Bool
-	supers        map[string]bool
+	// The finalized feature levels (features.go): the last reading, and
+	// whether the last read failed.
+	finalized        atomic.Pointer[finalizedFeatures]
+	featuresStale    atomic.Bool
+	featuresRetrying atomic.Bool
+	supers           map[string]bool
 	// clusterID is Config.ClusterID, or, when that is empty, the one the
 	// controller reported before the first registration.
 	clusterID    atomic.Pointer[string]
@@ -325,7 +330,7 @@ func Start(cfg Config) (*Agent, error) {
 		cfg.Wire(&wc)
 		wc.Handler, wc.APIs = a, apis
 	}
-	wc.Features = supportedFeatures
+	wc.Features = a.features
 	a.withService(&wc)
 	a.withSASL(&wc)
 	a.srv = kafkawire.Serve(ln, wc)
@@ -524,9 +529,7 @@ func clonePS(p *PartitionState) PartitionState {
 }
 
 // supportedFeatures reports in ApiVersions the feature levels this build
-// reads, which an upgrade of the cluster's level asks of every broker
-// whose registration does not carry them. The finalized levels are the
-// controller's to report: the agent is not told them.
+// reads.
 func supportedFeatures(resp *kmsg.ApiVersionsResponse) {
 	for _, r := range rl.SupportedFeatures() {
 		sf := kmsg.NewApiVersionsResponseSupportedFeature()

@@ -122,6 +122,7 @@ func (a *Agent) run() {
 			continue // register again at once
 		}
 		a.retryClusterState()
+		a.retryFinalizedFeatures()
 		if !a.wait(a.cfg.HeartbeatInterval) {
 			return
 		}

@@ -58,6 +58,12 @@ func (h *lateHandler) HandleStopReplicaResponse(b int32, res []sender.StopReplic
 }
 
 func newE2ECluster(t testing.TB, session time.Duration) *e2eCluster {
+	return newE2EClusterAt(t, session, 0)
+}
+
+// newE2EClusterAt starts the cluster at a metadata.version level (0: the
+// latest).
+func newE2EClusterAt(t testing.TB, session time.Duration, level rl.Level) *e2eCluster {
 	c := &e2eCluster{t: t, agents: map[int32]*broker.Agent{}}
 	var raftPeers []controller.Peer
 	var peers []listener.PeerListener
@@ -91,7 +97,7 @@ func newE2ECluster(t testing.TB, session time.Duration) *e2eCluster {
 			Controller: func(cc *controller.Config) {
 				pool = sender.New(sender.Config{Resolve: sender.ImageResolver(cc.FSM), Responses: h, Logger: cc.Logger,
 					MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
-				cc.Sender = pool
+				cc.Sender, cc.BootstrapLevel = pool, level
 			},
 		})
 		if err != nil {

@@ -43,6 +43,9 @@ func (a *Agent) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request)
 		resp := a.updateMetadata(c.ClientID, r)
 		if resp.ErrorCode == 0 {
 			a.watchAfterUpdateMetadata(ctx)
+			if kafkaclient.UpdateMetadataType(r) == kafkaclient.UpdateMetadataFull {
+				a.readFinalizedFeaturesNow(ctx)
+			}
 		}
 		return resp, nil
 	case *kmsg.StopReplicaRequest:

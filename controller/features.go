@@ -171,6 +171,11 @@ func (m *featuresManager) update(w *work, updates []FeatureUpdate, validateOnly 
 			return nil, err
 		}
 		w.log.Info("feature level finalized", "feature", rec.Name, "from", from, "to", rec.Level)
+		// Brokers report the finalized levels in ApiVersions and read
+		// them from the active controller after a full UpdateMetadata
+		// (broker/features.go); the change's answer waits for the live
+		// brokers to acknowledge it.
+		w.plan.updateMetadataToAll, w.plan.fullUpdateMetadata = true, true
 	}
 	return out, nil
 }

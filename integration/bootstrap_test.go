@@ -10,14 +10,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
 )
 
 // TestAdminCommandsBothBootstraps runs `ctrlnode dev` and drives the admin
 // commands through the brokers (--bootstrap, which forward what only the
 // controller answers) and through the controller voters
 // (--bootstrap-controller), as Kafka's tools take either: topics, configs,
-// partitions, elections, reassignments, brokers, the quorum, SCRAM users
-// and ACLs. Each change is read back at once through the other route
+// partitions, elections, reassignments, brokers, the quorum, feature
+// levels, SCRAM users and ACLs. Each change is read back at once through the other route
 // (the cluster answers reads with every change already answered).
 func TestAdminCommandsBothBootstraps(t *testing.T) {
 	if testing.Short() {
@@ -100,6 +102,35 @@ func TestAdminCommandsBothBootstraps(t *testing.T) {
 			}
 			if r := ctl(t, nil, append([]string{"quorum", "replication"}, b...)...); r.code != 0 {
 				t.Fatalf("quorum replication %s: %v", name, r)
+			}
+			var qd struct {
+				LeaderID int32 `json:"leader_id"`
+				Voters   []struct {
+					ID          int32  `json:"id"`
+					DirectoryID string `json:"directory_id"`
+				} `json:"voters"`
+			}
+			ctlJSON(t, 30*time.Second, &qd, append([]string{"quorum", "describe"}, b...)...)
+			if len(qd.Voters) != 3 || qd.LeaderID < 1001 || qd.LeaderID > 1003 {
+				t.Fatalf("quorum describe %s: %+v", name, qd)
+			}
+			for _, v := range qd.Voters {
+				if v.ID < 1001 || v.ID > 1003 || v.DirectoryID == "" {
+					t.Fatalf("quorum describe %s: voter %+v", name, v)
+				}
+			}
+			// A broker reports the finalized level as the voters do.
+			var features []struct {
+				Feature   string `json:"feature"`
+				Finalized int16  `json:"finalized"`
+				Epoch     int64  `json:"epoch"`
+			}
+			ctlJSON(t, 30*time.Second, &features, append([]string{"features", "describe"}, b...)...)
+			if len(features) != 1 || features[0].Feature != "metadata.version" || features[0].Finalized != int16(rl.LatestLevel) || features[0].Epoch <= 0 {
+				t.Fatalf("features describe %s: %+v", name, features)
+			}
+			if r := ctl(t, nil, append([]string{"reassign", "cancel", "--all"}, b...)...); r.code != 0 || !strings.Contains(r.stdout, "no reassignment in progress") {
+				t.Fatalf("reassign cancel --all %s: %v", name, r)
 			}
 			ctlJSON(t, 30*time.Second, &brokers, append([]string{"brokers", "list"}, b...)...)
 			if len(brokers.Brokers) != 3 {

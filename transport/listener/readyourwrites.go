@@ -51,6 +51,8 @@ func writeTimeout(req kmsg.Request) (millis int32, isWrite bool) {
 		return 0, !r.ValidateOnly
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return 0, !r.ValidateOnly
+	case *kmsg.UpdateFeaturesRequest:
+		return r.TimeoutMillis, !r.ValidateOnly
 	case *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
 		return 0, true
 	}
