@@ -265,10 +265,19 @@ func partitionState(im fsm.Reader, ref partRef) (PartitionState, bool) {
 // stopEpoch is the leader epoch a StopReplica carries for a partition:
 // EpochDuringDelete for a topic queued for deletion or already removed
 // (Kafka's sentinel: the broker stops the replica whatever its epoch and
-// drops it from its metadata cache), the planned epoch otherwise.
+// drops it from its metadata cache), otherwise the partition's leader
+// epoch as committed, or the planned one if higher. The request goes out
+// after the round committed, behind the round's LeaderAndIsr and
+// UpdateMetadata: a leader elected later in the round (a reassignment
+// that completes elects one and then stops the replicas it dropped) has
+// already reached the broker, which refuses a stop at an older epoch
+// with FENCED_LEADER_EPOCH.
 func stopEpoch(im fsm.Reader, ref partRef, planned int32) int32 {
 	if t := im.Topic(ref.id); t == nil || t.Deleting {
 		return EpochDuringDelete
+	}
+	if p := im.Partition(ref.id, ref.part); p != nil && p.LeaderEpoch > planned {
+		return p.LeaderEpoch
 	}
 	return planned
 }
