@@ -201,6 +201,37 @@ func EncodeUpdateMetadata(r *controller.UpdateMetadata, v int16) *kmsg.UpdateMet
 	return req
 }
 
+// DefaultMaxPartitionsPerRequest is how many partition states one
+// UpdateMetadata request carries at most: at 40–80 bytes each, a few MiB,
+// far below a broker's frame limit (100 MiB by default) and a size the
+// broker decodes without holding the whole image twice. A catch-up of a
+// broker at ten million partitions is some 200 requests.
+const DefaultMaxPartitionsPerRequest = 100_000
+
+// EncodeUpdateMetadataChunks is EncodeUpdateMetadata in requests of at
+// most maxPartitions partition states each, in order. Each request but
+// the last is an ordinary one; the last carries what makes a full one
+// full (its type and the topics it names), so the broker forgets the
+// topics the controller no longer has only once it has every partition
+// state. A broker reads the requests one by one as upserts: delivered in
+// order, they leave its cache as the single request would.
+func EncodeUpdateMetadataChunks(r *controller.UpdateMetadata, v int16, maxPartitions int) []*kmsg.UpdateMetadataRequest {
+	if maxPartitions <= 0 || len(r.Partitions) <= maxPartitions {
+		return []*kmsg.UpdateMetadataRequest{EncodeUpdateMetadata(r, v)}
+	}
+	var out []*kmsg.UpdateMetadataRequest
+	for lo := 0; lo < len(r.Partitions); lo += maxPartitions {
+		hi := min(lo+maxPartitions, len(r.Partitions))
+		chunk := *r
+		chunk.Partitions = r.Partitions[lo:hi:hi]
+		if hi < len(r.Partitions) {
+			chunk.Full, chunk.Topics = false, nil
+		}
+		out = append(out, EncodeUpdateMetadata(&chunk, v))
+	}
+	return out
+}
+
 // EncodeStopReplica maps a StopReplica to Kafka requests at version v
 // (0..4). From v3 one request carries a leader epoch and a delete flag per
 // partition; before v3 delete is one flag for the whole request, so a

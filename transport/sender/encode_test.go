@@ -2,6 +2,7 @@ package sender_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -173,5 +174,73 @@ func TestFullUpdateMetadataReachesTheAgent(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("v%d: after a full UpdateMetadata the agent caches %v, want %v", v, got, want)
 		}
+	}
+}
+
+// TestChunkedUpdateMetadataReachesTheAgent: an UpdateMetadata with more
+// partitions than a request may carry goes as several requests, in
+// order, each within the limit; only the last is full (from v8), so the
+// agent, applying them one by one, ends with every partition of the
+// topics the full one names and forgets only the others.
+func TestChunkedUpdateMetadataReachesTheAgent(t *testing.T) {
+	ctx := context.Background()
+	a, b, gone := rl.TopicID{0x61}, rl.TopicID{0x62}, rl.TopicID{0x63}
+	for v := int16(5); v <= (&kmsg.UpdateMetadataRequest{}).MaxVersion(); v++ {
+		agent := startAgent(t, broker.Config{BrokerID: 1})
+		live := []controller.LiveBroker{{ID: 1, Endpoints: endpoint(agent.Addr())}}
+		apply := func(req *kmsg.UpdateMetadataRequest) {
+			t.Helper()
+			resp, err := agent.Handle(ctx, &kafkawire.Conn{ClientID: kafkaclient.ControlClientID(1, 1), Version: v}, wire(t, req))
+			if err != nil || resp.(*kmsg.UpdateMetadataResponse).ErrorCode != 0 {
+				t.Fatalf("v%d: %v %+v", v, err, resp)
+			}
+		}
+		apply(sender.EncodeUpdateMetadata(&controller.UpdateMetadata{Header: hdr(1, 1), LiveBrokers: live,
+			Partitions: []controller.PartitionState{ps("gone", gone, 0, 1, 1, 1)}}, v))
+
+		var parts []controller.PartitionState
+		for i := int32(0); i < 4; i++ {
+			parts = append(parts, ps("a", a, i, 1, 1, 1))
+		}
+		for i := int32(0); i < 3; i++ {
+			parts = append(parts, ps("b", b, i, 1, 1, 1))
+		}
+		full := &controller.UpdateMetadata{Header: hdr(1, 2), LiveBrokers: live, Partitions: parts, Full: true,
+			Topics: []controller.TopicName{{Name: "a", ID: a}, {Name: "b", ID: b}}}
+		reqs := sender.EncodeUpdateMetadataChunks(full, v, 3)
+		if len(reqs) != 3 {
+			t.Fatalf("v%d: 7 partitions at most 3 a request went as %d requests", v, len(reqs))
+		}
+		for i, req := range reqs {
+			n := len(req.PartitionStates)
+			for _, ts := range req.TopicStates {
+				n += len(ts.PartitionStates)
+			}
+			wantFull := i == len(reqs)-1 && v >= 8
+			if n > 3 || (kafkaclient.UpdateMetadataType(req) == kafkaclient.UpdateMetadataFull) != wantFull {
+				t.Fatalf("v%d: request %d carries %d partitions, full %v", v, i, n, !wantFull)
+			}
+			if i < len(reqs)-1 && agent.NumPartitions() > 1+3*i {
+				t.Fatalf("v%d: %d partitions cached before request %d", v, agent.NumPartitions(), i)
+			}
+			apply(req)
+		}
+		var got []string
+		for _, p := range agent.Partitions() {
+			got = append(got, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
+		}
+		slices.Sort(got)
+		want := []string{"a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "b-2"}
+		if v < 8 {
+			want = append(want, "gone-0")
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("v%d: after the chunks the agent caches %v, want %v", v, got, want)
+		}
+	}
+	// Within the limit: one request, as EncodeUpdateMetadata makes it.
+	one := &controller.UpdateMetadata{Header: hdr(1, 1), Partitions: []controller.PartitionState{ps("a", a, 0, 1, 1, 1)}}
+	if reqs := sender.EncodeUpdateMetadataChunks(one, 8, 1); len(reqs) != 1 {
+		t.Fatalf("one partition at most one a request went as %d requests", len(reqs))
 	}
 }

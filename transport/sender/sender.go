@@ -97,6 +97,10 @@ type Config struct {
 	DialTimeout time.Duration
 	// RequestTimeout bounds one request and its response. Default 30 s.
 	RequestTimeout time.Duration
+	// MaxPartitionsPerRequest splits an UpdateMetadata with more
+	// partitions into several requests (see EncodeUpdateMetadataChunks).
+	// Default DefaultMaxPartitionsPerRequest.
+	MaxPartitionsPerRequest int
 	// Dial, if set, returns how to open a connection to a broker: a TLS
 	// dialler that presents this controller's certificate and expects the
 	// broker's. Nil, or a nil DialFunc, is plain TCP.
@@ -132,6 +136,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 30 * time.Second
+	}
+	if c.MaxPartitionsPerRequest <= 0 {
+		c.MaxPartitionsPerRequest = DefaultMaxPartitionsPerRequest
 	}
 	if c.Resolve == nil {
 		c.Resolve = func(int32) (string, bool) { return "", false }
@@ -722,7 +729,9 @@ func (b *brokerSender) attempt(set *controller.Requests, k kind, offset uint64) 
 		reqs = []kmsg.Request{EncodeLeaderAndIsr(set.LeaderAndIsr, v)}
 	case kindUM:
 		hdr = set.UpdateMetadata.Header
-		reqs = []kmsg.Request{EncodeUpdateMetadata(set.UpdateMetadata, v)}
+		for _, r := range EncodeUpdateMetadataChunks(set.UpdateMetadata, v, b.p.cfg.MaxPartitionsPerRequest) {
+			reqs = append(reqs, r)
+		}
 	case kindSR:
 		hdr = set.StopReplica.Header
 		for _, r := range EncodeStopReplica(set.StopReplica, v) {
@@ -759,7 +768,12 @@ func (b *brokerSender) attempt(set *controller.Requests, k kind, offset uint64) 
 	case kindLAI:
 		return b.handleLAI(set.LeaderAndIsr, resps[0].(*kmsg.LeaderAndISRResponse))
 	case kindUM:
-		return b.topLevel(k, hdr, resps[0].(*kmsg.UpdateMetadataResponse).ErrorCode)
+		for _, r := range resps {
+			if code := r.(*kmsg.UpdateMetadataResponse).ErrorCode; code != 0 {
+				return b.topLevel(k, hdr, code)
+			}
+		}
+		return outDelivered
 	default:
 		return b.handleSR(set.StopReplica, resps)
 	}

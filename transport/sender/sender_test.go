@@ -417,3 +417,44 @@ func TestOlderIncarnationIsDropped(t *testing.T) {
 	}
 	balanced(t, p.Stats())
 }
+
+// TestLargeUpdateMetadataGoesInChunks: an UpdateMetadata with more
+// partitions than Config.MaxPartitionsPerRequest reaches the broker as
+// several requests within the limit; only the last carries the set's
+// offset, so the broker reports it only once it has every partition.
+func TestLargeUpdateMetadataGoesInChunks(t *testing.T) {
+	a := startAgent(t, broker.Config{BrokerID: 1})
+	bk := newBook()
+	bk.set(1, a.Addr())
+	p := newPool(t, bk, sender.Config{MaxPartitionsPerRequest: 4})
+	live := []controller.LiveBroker{{ID: 1, Endpoints: endpoint(a.Addr())}}
+	var parts []controller.PartitionState
+	for i := int32(0); i < 10; i++ {
+		parts = append(parts, ps("t", topicID, i, 1, 1, 1))
+	}
+	p.Send(controller.Requests{Broker: 1, UpdateMetadata: &controller.UpdateMetadata{Header: hdr(1, 7), Partitions: parts, LiveBrokers: live}})
+	waitFor(t, "the set delivered", func() bool { return a.Status().MetadataOffset == 7 })
+	if n := a.NumPartitions(); n != 10 {
+		t.Fatalf("%d partitions cached, want 10", n)
+	}
+	var offsets []uint64
+	perRequest := map[uint64]int{}
+	seq := uint64(0)
+	for _, r := range a.ControlLog() {
+		if r.Partition < 0 {
+			seq++
+			offsets = append(offsets, r.MetadataOffset)
+			continue
+		}
+		perRequest[seq]++
+	}
+	if !slices.Equal(offsets, []uint64{0, 0, 7}) {
+		t.Fatalf("request offsets %v, want three requests with the set's offset on the last", offsets)
+	}
+	for i, n := range perRequest {
+		if n > 4 {
+			t.Fatalf("request %d carried %d partitions, more than 4", i, n)
+		}
+	}
+	balanced(t, p.Stats())
+}
