@@ -146,7 +146,7 @@ func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request
 	}
 	defer func() { a.fwd.idle <- ctl }()
 	var inner kmsg.Response
-	_, err := ctl.Do(ctx, env, func(r kmsg.Response) error {
+	_, uncertain, err := ctl.DoUncertain(ctx, env, func(r kmsg.Response) error {
 		resp, err := kafkaclient.OpenEnvelope(r.(*kmsg.EnvelopeResponse), req)
 		if err != nil {
 			return err
@@ -160,6 +160,16 @@ func (a *Agent) forward(ctx context.Context, c *kafkawire.Conn, req kmsg.Request
 	if err == nil {
 		if r, ok := req.(*kmsg.DescribeConfigsRequest); ok {
 			a.overlayStatic(r, inner.(*kmsg.DescribeConfigsResponse))
+		}
+		if uncertain && refusedChange(inner) {
+			// An earlier attempt went out and got no answer (the
+			// controller failed over, say): it may have been applied,
+			// and this refusal (the topic exists, or is gone) may be
+			// its doing. The client must not read it as "nothing
+			// happened"; a timeout says the outcome is unknown, and
+			// the client tries again.
+			a.log.Debug("a change refused after an unanswered attempt: answered as timed out", "api", kmsg.NameForKey(req.Key()), "client", clientID)
+			return errorAnswer(req, kerr.RequestTimedOut.Code, "an earlier attempt of this request went to the controller and got no answer; it may have been applied")
 		}
 		return inner
 	}

@@ -117,3 +117,104 @@ func errorAnswer(req kmsg.Request, code int16, msg string) kmsg.Response {
 	resp.SetVersion(req.GetVersion())
 	return resp
 }
+
+// refusedChange reports whether resp answers a change (a request that
+// alters the cluster) with an error for any of its items: the answer to
+// withhold when an earlier attempt of the same request may have been
+// applied (see forward).
+func refusedChange(resp kmsg.Response) bool {
+	failed := func(codes ...int16) bool {
+		for _, c := range codes {
+			if c != 0 {
+				return true
+			}
+		}
+		return false
+	}
+	switch r := resp.(type) {
+	case *kmsg.CreateTopicsResponse:
+		for _, t := range r.Topics {
+			if failed(t.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.DeleteTopicsResponse:
+		for _, t := range r.Topics {
+			if failed(t.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.CreatePartitionsResponse:
+		for _, t := range r.Topics {
+			if failed(t.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.CreateACLsResponse:
+		for _, x := range r.Results {
+			if failed(x.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.DeleteACLsResponse:
+		for _, x := range r.Results {
+			if failed(x.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.AlterConfigsResponse:
+		for _, x := range r.Resources {
+			if failed(x.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for _, x := range r.Resources {
+			if failed(x.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		for _, x := range r.Results {
+			if failed(x.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.AlterPartitionAssignmentsResponse:
+		if failed(r.ErrorCode) {
+			return true
+		}
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if failed(p.ErrorCode) {
+					return true
+				}
+			}
+		}
+	case *kmsg.ElectLeadersResponse:
+		if failed(r.ErrorCode) {
+			return true
+		}
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if failed(p.ErrorCode) {
+					return true
+				}
+			}
+		}
+	case *kmsg.UpdateFeaturesResponse:
+		if failed(r.ErrorCode) {
+			return true
+		}
+		for _, x := range r.Results {
+			if failed(x.ErrorCode) {
+				return true
+			}
+		}
+	case *kmsg.AddRaftVoterResponse:
+		return failed(r.ErrorCode)
+	case *kmsg.RemoveRaftVoterResponse:
+		return failed(r.ErrorCode)
+	}
+	return false
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"reflect"
@@ -126,7 +127,7 @@ func (c *Controller) request(ctx context.Context, req kmsg.Request) (kmsg.Respon
 	resp, err := c.conn.Request(ctx, req)
 	if err != nil {
 		c.dropLocked()
-		return nil, false, err
+		return nil, false, &unansweredError{err: err}
 	}
 	notCtrl := notControllerAnswer(resp, c.node.ID, c.voters)
 	if notCtrl {
@@ -147,31 +148,53 @@ const retryInterval = 200 * time.Millisecond
 // error of check is returned. A failure that Permanent names ends Do at
 // once.
 func (c *Controller) Do(ctx context.Context, req kmsg.Request, check func(kmsg.Response) error) (kmsg.Response, error) {
+	resp, _, err := c.DoUncertain(ctx, req, check)
+	return resp, err
+}
+
+// unansweredError is a request that went out on a connection to the
+// controller and got no answer: the controller may have taken it.
+type unansweredError struct{ err error }
+
+func (e *unansweredError) Error() string { return e.err.Error() }
+func (e *unansweredError) Unwrap() error { return e.err }
+
+// DoUncertain is Do, and also reports whether an attempt before the one
+// whose answer it returns went out and got no answer (a connection that
+// broke, a timeout): the controller may have taken that one, so an error
+// in the answer (TOPIC_ALREADY_EXISTS to a creation, say) may be the
+// earlier attempt's doing.
+func (c *Controller) DoUncertain(ctx context.Context, req kmsg.Request, check func(kmsg.Response) error) (resp kmsg.Response, uncertain bool, err error) {
 	var earlier error // the attempt before this one's failure
 	for {
-		resp, notCtrl, err := c.request(ctx, req)
+		var notCtrl bool
+		resp, notCtrl, err = c.request(ctx, req)
+		var ue *unansweredError
+		if errors.As(err, &ue) {
+			uncertain = true
+		}
 		var fe *findError
 		switch {
 		case errors.As(err, &fe):
 			if fe.stop != nil {
-				return nil, fe.stop
+				return nil, uncertain, fe.stop
 			}
 		case err != nil:
 			if !retriable(err) || ctx.Err() != nil {
-				return nil, err
+				return nil, uncertain, err
 			}
 		case notCtrl:
 			err = fmt.Errorf("%w: %s answered NOT_CONTROLLER", ErrNotController, kmsg.NameForKey(req.Key()))
 		case check != nil:
 			if err = check(resp); err != nil {
 				if !errors.Is(err, ErrNotController) || ctx.Err() != nil {
-					return nil, err
+					return nil, uncertain, err
 				}
 				c.Invalidate()
 			}
 		}
 		if err == nil {
-			return resp, nil
+			return resp, uncertain, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -182,9 +205,9 @@ func (c *Controller) Do(ctx context.Context, req kmsg.Request, check func(kmsg.R
 				err = fmt.Errorf("%w; the attempt before: %v", err, earlier)
 			}
 			if fe != nil {
-				return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+				return nil, uncertain, fmt.Errorf("%w (%v)", ctx.Err(), err)
 			}
-			return nil, err
+			return nil, uncertain, err
 		case <-time.After(retryInterval):
 		}
 		earlier = err
@@ -207,12 +230,13 @@ func cutShort(err error) bool {
 }
 
 // retriable reports whether a request that failed with err may go again,
-// to the controller found anew: the connection had broken, the node could
-// not be reached, or the request timed out.
+// to the controller found anew: the connection had broken (the node
+// closed it, as its process does when it dies, or reset it), the node
+// could not be reached, or the request timed out.
 func retriable(err error) bool {
 	var op *net.OpError
 	return errors.Is(err, ErrBroken) || errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, syscall.ECONNREFUSED)
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // Invalidate forgets the connection: the next request finds the
