@@ -35,14 +35,7 @@ func TestAgentFeatures(t *testing.T) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	av := kmsg.NewPtrApiVersionsRequest()
-	av.SetVersion(3)
-	av.ClientSoftwareName, av.ClientSoftwareVersion = "test", "1"
-	resp, err := cl.SeedBrokers()[0].Request(ctx, av)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sf := resp.(*kmsg.ApiVersionsResponse).SupportedFeatures
+	sf := apiVersions(ctx, t, cl).SupportedFeatures
 	if len(sf) != 1 || sf[0].Name != rl.FeatureMetadataVersion || sf[0].MinVersion != int16(rl.MinLevel) || sf[0].MaxVersion != int16(rl.LatestLevel) {
 		t.Fatalf("agent's ApiVersions supported features: %+v", sf)
 	}
@@ -52,7 +45,7 @@ func TestAgentFeatures(t *testing.T) {
 	u.Feature, u.MaxVersionLevel, u.UpgradeType = rl.FeatureMetadataVersion, 1, 2
 	down.FeatureUpdates = append(down.FeatureUpdates, u)
 	down.TimeoutMillis = 10000
-	resp, err = cl.SeedBrokers()[0].Request(ctx, down)
+	resp, err := cl.SeedBrokers()[0].Request(ctx, down)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +78,7 @@ func TestAgentReportsFinalizedFeatures(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		av := kmsg.NewPtrApiVersionsRequest()
-		av.SetVersion(3)
-		av.ClientSoftwareName, av.ClientSoftwareVersion = "test", "1"
-		resp, err := cl.SeedBrokers()[0].Request(ctx, av)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := resp.(*kmsg.ApiVersionsResponse)
+		r := apiVersions(ctx, t, cl)
 		if len(r.FinalizedFeatures) == 0 && r.FinalizedFeaturesEpoch == -1 {
 			return 0, 0, false
 		}
@@ -136,4 +122,18 @@ func TestAgentReportsFinalizedFeatures(t *testing.T) {
 			t.Fatalf("right after the upgrade, broker %d reports metadata.version %d at epoch %d; want %d past epoch %d", id, level, epoch, rl.LatestLevel, before)
 		}
 	}
+}
+
+// apiVersions asks the client's seed broker for its ApiVersions (v3,
+// which carries the features).
+func apiVersions(ctx context.Context, t *testing.T, cl *kgo.Client) *kmsg.ApiVersionsResponse {
+	t.Helper()
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(3)
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "test", "1"
+	resp, err := cl.SeedBrokers()[0].Request(ctx, av)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.ApiVersionsResponse)
 }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -123,98 +125,63 @@ func errorAnswer(req kmsg.Request, code int16, msg string) kmsg.Response {
 // withhold when an earlier attempt of the same request may have been
 // applied (see forward).
 func refusedChange(resp kmsg.Response) bool {
-	failed := func(codes ...int16) bool {
-		for _, c := range codes {
-			if c != 0 {
-				return true
-			}
-		}
-		return false
-	}
+	var codes []int16
 	switch r := resp.(type) {
 	case *kmsg.CreateTopicsResponse:
-		for _, t := range r.Topics {
-			if failed(t.ErrorCode) {
-				return true
-			}
+		for _, x := range r.Topics {
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.DeleteTopicsResponse:
-		for _, t := range r.Topics {
-			if failed(t.ErrorCode) {
-				return true
-			}
+		for _, x := range r.Topics {
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.CreatePartitionsResponse:
-		for _, t := range r.Topics {
-			if failed(t.ErrorCode) {
-				return true
-			}
+		for _, x := range r.Topics {
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.CreateACLsResponse:
 		for _, x := range r.Results {
-			if failed(x.ErrorCode) {
-				return true
-			}
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.DeleteACLsResponse:
 		for _, x := range r.Results {
-			if failed(x.ErrorCode) {
-				return true
-			}
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.AlterConfigsResponse:
 		for _, x := range r.Resources {
-			if failed(x.ErrorCode) {
-				return true
-			}
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.IncrementalAlterConfigsResponse:
 		for _, x := range r.Resources {
-			if failed(x.ErrorCode) {
-				return true
-			}
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.AlterUserSCRAMCredentialsResponse:
 		for _, x := range r.Results {
-			if failed(x.ErrorCode) {
-				return true
-			}
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.AlterPartitionAssignmentsResponse:
-		if failed(r.ErrorCode) {
-			return true
-		}
+		codes = append(codes, r.ErrorCode)
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
-				if failed(p.ErrorCode) {
-					return true
-				}
+				codes = append(codes, p.ErrorCode)
 			}
 		}
 	case *kmsg.ElectLeadersResponse:
-		if failed(r.ErrorCode) {
-			return true
-		}
+		codes = append(codes, r.ErrorCode)
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
-				if failed(p.ErrorCode) {
-					return true
-				}
+				codes = append(codes, p.ErrorCode)
 			}
 		}
 	case *kmsg.UpdateFeaturesResponse:
-		if failed(r.ErrorCode) {
-			return true
-		}
+		codes = append(codes, r.ErrorCode)
 		for _, x := range r.Results {
-			if failed(x.ErrorCode) {
-				return true
-			}
+			codes = append(codes, x.ErrorCode)
 		}
 	case *kmsg.AddRaftVoterResponse:
-		return failed(r.ErrorCode)
+		codes = append(codes, r.ErrorCode)
 	case *kmsg.RemoveRaftVoterResponse:
-		return failed(r.ErrorCode)
+		codes = append(codes, r.ErrorCode)
 	}
-	return false
+	return slices.ContainsFunc(codes, func(c int16) bool { return c != 0 })
 }
