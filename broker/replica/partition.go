@@ -44,8 +44,10 @@ type partition struct {
 	hw             int64
 	// Leader only: what each follower told by its fetches.
 	followers map[int32]*followerState
-	// alterInFlight is set while an AlterPartition of this leader runs.
+	// alterInFlight is set while an AlterPartition of this leader runs,
+	// and proposedISR is the ISR it asks for.
 	alterInFlight bool
+	proposedISR   []int32
 	// Follower only: the log has yet to be truncated to the leader's end
 	// of its epoch before fetching.
 	mustTruncate bool
@@ -111,7 +113,7 @@ func (p *partition) becomeLeader(m *Manager, st broker.PartitionState) (fresh bo
 				p.followers[r] = &followerState{leo: -1, lastCaughtUp: now, leaderEndAtLast: -1}
 			}
 		}
-		p.alterInFlight = false
+		p.alterInFlight, p.proposedISR = false, nil
 	} else {
 		for _, r := range st.Replicas {
 			if _, ok := p.followers[r]; !ok && r != m.cfg.BrokerID {
@@ -173,7 +175,7 @@ func (p *partition) advanceHWLocked(m *Manager) {
 		return
 	}
 	hw := p.log.EndOffset()
-	for _, r := range p.isr {
+	for _, r := range p.maximalISRLocked() {
 		if r == m.cfg.BrokerID {
 			continue
 		}
@@ -187,6 +189,27 @@ func (p *partition) advanceHWLocked(m *Manager) {
 		p.hw = hw
 		m.notify()
 	}
+}
+
+// maximalISRLocked is the ISR the high watermark waits for: the ISR, and
+// while an AlterPartition is in flight the replicas it adds too (Kafka's
+// maximal ISR, KIP-497). A follower is added once it has reached the
+// high watermark; were the watermark to move past it before the change
+// commits, the ISR would hold a replica without every record below the
+// high watermark, which could then be elected and lose them (a jepsen
+// run: records acknowledged while broker 6's addition was in flight were
+// gone once broker 6 led).
+func (p *partition) maximalISRLocked() []int32 {
+	if !p.alterInFlight {
+		return p.isr
+	}
+	out := p.isr
+	for _, r := range p.proposedISR {
+		if !slices.Contains(out, r) {
+			out = append(slices.Clone(out), r)
+		}
+	}
+	return out
 }
 
 // followerFetched records a follower's fetch at offset: its log end. It
@@ -254,6 +277,7 @@ func (p *partition) alterISRLocked(m *Manager, isr []int32, why string) {
 	p.alterInFlight = true
 	epoch := p.leaderEpoch
 	sort.Slice(isr, func(i, j int) bool { return isr[i] < isr[j] })
+	p.proposedISR = isr
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -261,10 +285,13 @@ func (p *partition) alterISRLocked(m *Manager, isr []int32, why string) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.leaderEpoch == epoch {
-			p.alterInFlight = false
+			p.alterInFlight, p.proposedISR = false, nil
 		}
 		if err != nil {
 			m.log.Warn("ISR change refused or failed", "topic", p.tp.Topic, "partition", p.tp.Partition, "isr", isr, "why", why, "error", err)
+			// Without the addition the high watermark may move on.
+			p.advanceHWLocked(m)
+			m.notify()
 			return
 		}
 		if p.role == roleLeader && st.LeaderEpoch == p.leaderEpoch && st.PartitionEpoch >= p.partitionEpoch {
