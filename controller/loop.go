@@ -317,7 +317,7 @@ func (c *Controller) propose(records []rl.Record, starts []int) ([]uint64, []glo
 	for i, f := range futures {
 		if err := f.Error(); err != nil {
 			if firstErr == nil {
-				firstErr = fmt.Errorf("%w: %v", errLeadershipLost, err)
+				firstErr = fmt.Errorf("%w: %w", errLeadershipLost, err)
 			}
 			continue
 		}

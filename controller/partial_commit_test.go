@@ -87,7 +87,9 @@ func (e *pcEnv) do(fn func() error) {
 		return err
 	}
 	err := try()
-	if errors.Is(err, ErrNotController) || errors.Is(err, context.DeadlineExceeded) {
+	// A client tries again after NOT_CONTROLLER and after an outcome it
+	// cannot know: a timeout, or a change cut short by the cut log.
+	if errors.Is(err, ErrNotController) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kerr.RequestTimedOut) {
 		e.regain()
 		err = try()
 	}

@@ -1,8 +1,12 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ctrlquorum/ctrlquorum/fsm"
 	rl "github.com/ctrlquorum/ctrlquorum/raftlog"
@@ -287,10 +291,20 @@ func (c *Controller) finish(a *activation, r *round) ([]*event, error) {
 	}
 	if r.err != nil {
 		for i, sp := range r.spans {
-			if sp.ok {
-				reply(r.batch[i], eventResult{err: fmt.Errorf("%w (%v)", ErrNotController, r.err)})
-			} else {
+			switch {
+			case !sp.ok:
 				reply(r.batch[i], eventResult{err: sp.err})
+			case sp.end > sp.start && !errors.Is(r.err, raft.ErrNotLeader):
+				// Its records went to raft, which lost the leadership
+				// before they committed: the next leader may commit
+				// them yet. NOT_CONTROLLER would tell the client that
+				// nothing happened, and its retry would then meet
+				// its own change (TOPIC_ALREADY_EXISTS to a creation,
+				// UNKNOWN_TOPIC_OR_PARTITION to a deletion).
+				reply(r.batch[i], eventResult{err: kafkaErr(kerr.RequestTimedOut,
+					"this controller lost its leadership while the change was being committed; the next one may still apply it (%v)", r.err)})
+			default:
+				reply(r.batch[i], eventResult{err: fmt.Errorf("%w (%v)", ErrNotController, r.err)})
 			}
 		}
 		return next, r.err
