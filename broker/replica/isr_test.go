@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -21,12 +22,18 @@ import (
 type heldAlterAgent struct {
 	*metadataAgent
 	asked   chan []int32
-	answers chan broker.PartitionState
+	answers chan alterAnswer
+}
+
+type alterAnswer struct {
+	st  broker.PartitionState
+	err error
 }
 
 func (a *heldAlterAgent) AlterPartition(_ context.Context, _ string, _ int32, isr []int32) (broker.PartitionState, error) {
 	a.asked <- isr
-	return <-a.answers, nil
+	ans := <-a.answers
+	return ans.st, ans.err
 }
 
 // TestHighWatermarkWaitsForAJoiningFollower: while the leader's
@@ -34,12 +41,25 @@ func (a *heldAlterAgent) AlterPartition(_ context.Context, _ string, _ int32, is
 // flight, the high watermark (and with it every acks=all answer) waits
 // for that follower too (Kafka's maximal ISR): once the change commits,
 // every ISR member holds every record below the high watermark, so any of
-// them may be elected without losing an acknowledged record.
+// them may be elected without losing an acknowledged record. The same
+// holds when the AlterPartition's outcome is unknown (REQUEST_TIMED_OUT:
+// the controller may have committed it), until the controller's next
+// state for the partition settles it.
 func TestHighWatermarkWaitsForAJoiningFollower(t *testing.T) {
+	for _, timedOut := range []bool{false, true} {
+		t.Run(map[bool]string{false: "answered", true: "timed out"}[timedOut], func(t *testing.T) {
+			highWatermarkWaitsForAJoiningFollower(t, timedOut)
+		})
+	}
+}
+
+func highWatermarkWaitsForAJoiningFollower(t *testing.T, timedOut bool) {
 	st := broker.PartitionState{Topic: "isr", TopicID: rl.TopicID{9}, Partition: 0, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
 		ISR: []int32{1, 2}, Replicas: []int32{1, 2, 3}}
-	agent := &heldAlterAgent{metadataAgent: &metadataAgent{id: 1, st: st}, asked: make(chan []int32, 1), answers: make(chan broker.PartitionState, 1)}
-	m, err := replica.New(replica.Config{BrokerID: 1, DataDir: t.TempDir(), Logger: testkit.Logger(t), ReplicaLagTime: time.Hour})
+	agent := &heldAlterAgent{metadataAgent: &metadataAgent{id: 1, st: st}, asked: make(chan []int32, 1), answers: make(chan alterAnswer, 1)}
+	var logs testkit.Log
+	m, err := replica.New(replica.Config{BrokerID: 1, DataDir: t.TempDir(), ReplicaLagTime: time.Hour,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: &logs})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +133,19 @@ func TestHighWatermarkWaitsForAJoiningFollower(t *testing.T) {
 
 	joined := st
 	joined.ISR, joined.PartitionEpoch = []int32{1, 2, 3}, 2
-	agent.answers <- joined
+	if timedOut {
+		agent.answers <- alterAnswer{err: kerr.RequestTimedOut}
+		testkit.WaitFor(t, 10*time.Second, "the timed-out AlterPartition handled", func() bool {
+			return logs.Has("ISR change refused or failed", "REQUEST_TIMED_OUT")
+		})
+		fetch(2, 2)
+		if hw := highWater(); hw != 1 {
+			t.Fatalf("high watermark %d after the addition timed out (it may have committed), want 1", hw)
+		}
+		m.BecomeLeader(joined) // the controller's state: it did
+	} else {
+		agent.answers <- alterAnswer{st: joined}
+	}
 	testkit.WaitFor(t, 10*time.Second, "the ISR with follower 3", func() bool { return len(m.Replicas()[0].ISR) == 3 })
 	if hw := highWater(); hw != 1 {
 		t.Fatalf("high watermark %d with follower 3 in the ISR at offset 1, want 1", hw)

@@ -115,6 +115,11 @@ func (p *partition) becomeLeader(m *Manager, st broker.PartitionState) (fresh bo
 		}
 		p.alterInFlight, p.proposedISR = false, nil
 	} else {
+		if !p.alterInFlight {
+			// The controller's state settles a change whose outcome
+			// was unknown.
+			p.proposedISR = nil
+		}
 		for _, r := range st.Replicas {
 			if _, ok := p.followers[r]; !ok && r != m.cfg.BrokerID {
 				p.followers[r] = &followerState{leo: -1, lastCaughtUp: time.Now(), leaderEndAtLast: -1}
@@ -192,17 +197,14 @@ func (p *partition) advanceHWLocked(m *Manager) {
 }
 
 // maximalISRLocked is the ISR the high watermark waits for: the ISR, and
-// while an AlterPartition is in flight the replicas it adds too (Kafka's
-// maximal ISR, KIP-497). A follower is added once it has reached the
+// while an AlterPartition is in flight, or its outcome unknown, the
+// replicas it adds too (Kafka's maximal ISR, KIP-497). A follower is added once it has reached the
 // high watermark; were the watermark to move past it before the change
 // commits, the ISR would hold a replica without every record below the
 // high watermark, which could then be elected and lose them (a jepsen
 // run: records acknowledged while broker 6's addition was in flight were
 // gone once broker 6 led).
 func (p *partition) maximalISRLocked() []int32 {
-	if !p.alterInFlight {
-		return p.isr
-	}
 	out := p.isr
 	for _, r := range p.proposedISR {
 		if !slices.Contains(out, r) {
@@ -277,7 +279,12 @@ func (p *partition) alterISRLocked(m *Manager, isr []int32, why string) {
 	p.alterInFlight = true
 	epoch := p.leaderEpoch
 	sort.Slice(isr, func(i, j int) bool { return isr[i] < isr[j] })
-	p.proposedISR = isr
+	// An earlier addition whose outcome is unknown stays in too.
+	for _, r := range isr {
+		if !slices.Contains(p.proposedISR, r) {
+			p.proposedISR = append(p.proposedISR, r)
+		}
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -285,11 +292,19 @@ func (p *partition) alterISRLocked(m *Manager, isr []int32, why string) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.leaderEpoch == epoch {
-			p.alterInFlight, p.proposedISR = false, nil
+			p.alterInFlight = false
+			if err == nil || refused(err) {
+				p.proposedISR = nil
+			}
 		}
 		if err != nil {
 			m.log.Warn("ISR change refused or failed", "topic", p.tp.Topic, "partition", p.tp.Partition, "isr", isr, "why", why, "error", err)
-			// Without the addition the high watermark may move on.
+			// Refused, the addition is off and the high watermark may
+			// move on without it. A change whose outcome is unknown
+			// (a timeout, a controller that failed over) may have
+			// committed: the high watermark keeps waiting for the
+			// follower until the controller's next state for the
+			// partition says (becomeLeader).
 			p.advanceHWLocked(m)
 			m.notify()
 			return
@@ -322,4 +337,21 @@ func sortReplicas(s []Replica) {
 		}
 		return s[i].Partition < s[j].Partition
 	})
+}
+
+// refused reports whether err from AlterPartition is the controller's
+// refusal of a change it did not make, against what this leader knows.
+// A timeout or a lost connection leaves the outcome unknown, and
+// INVALID_UPDATE_VERSION says this leader's partition epoch is behind,
+// perhaps by that very change: the controller's next state settles both.
+func refused(err error) bool {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return false
+	}
+	switch ke.Code {
+	case kerr.RequestTimedOut.Code, kerr.NotController.Code, kerr.InvalidUpdateVersion.Code:
+		return false
+	}
+	return true
 }
