@@ -208,16 +208,14 @@ type Agent struct {
 
 	// The cluster state (clusterstate.go): the last reading, refreshes
 	// one at a time, and whether the last one failed.
-	state         atomic.Pointer[clusterState]
-	stateMu       sync.Mutex
-	stateStale    atomic.Bool
-	stateRetrying atomic.Bool
+	state     atomic.Pointer[clusterState]
+	stateMu   sync.Mutex
+	stateRead retriedRead
 	// The finalized feature levels (features.go): the last reading, and
 	// whether the last read failed.
-	finalized        atomic.Pointer[finalizedFeatures]
-	featuresStale    atomic.Bool
-	featuresRetrying atomic.Bool
-	supers           map[string]bool
+	finalized    atomic.Pointer[finalizedFeatures]
+	featuresRead retriedRead
+	supers       map[string]bool
 	// clusterID is Config.ClusterID, or, when that is empty, the one the
 	// controller reported before the first registration.
 	clusterID    atomic.Pointer[string]
@@ -286,6 +284,9 @@ func Start(cfg Config) (*Agent, error) {
 		done:            make(chan struct{}),
 	}
 	a.clog.limit = cfg.ControlLogLimit
+	a.stateRead.what = "topic configs and ACLs"
+	a.stateRead.read = func(ctx context.Context) error { return a.refreshClusterState(ctx, nil) }
+	a.featuresRead.what, a.featuresRead.read = "the finalized feature levels", a.readFinalizedFeatures
 	a.supers = map[string]bool{}
 	for _, u := range cfg.SuperUsers {
 		a.supers[u] = true

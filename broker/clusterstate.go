@@ -151,42 +151,27 @@ func (a *Agent) watchBeforeLeaderAndIsr(ctx context.Context, req *kmsg.LeaderAnd
 // extra beside those of the metadata cache, bounded by the request
 // timeout; a failure is retried at the next heartbeat.
 func (a *Agent) refreshClusterStateNow(ctx context.Context, extra map[string]rl.TopicID) {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
-	defer cancel()
-	if err := a.refreshClusterState(ctx, extra); err != nil {
-		a.log.Warn("reading topic configs and ACLs from the controller failed; retrying at the next heartbeat", "error", err)
-	}
+	a.stateRead.now(ctx, a, func(ctx context.Context) error { return a.refreshClusterState(ctx, extra) })
 }
 
 // retryClusterState reads the cluster state in the background if the
 // last read failed.
 func (a *Agent) retryClusterState() {
-	if !a.cfg.WatchClusterState || !a.stateStale.Load() || !a.stateRetrying.CompareAndSwap(false, true) {
-		return
+	if a.cfg.WatchClusterState {
+		a.stateRead.retry(a)
 	}
-	go func() {
-		defer a.stateRetrying.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.RequestTimeout)
-		defer cancel()
-		if err := a.refreshClusterState(ctx, nil); err != nil {
-			a.log.Debug("reading topic configs and ACLs from the controller failed again", "error", err)
-			return
-		}
-		a.log.Info("read topic configs and ACLs from the controller again")
-	}()
 }
 
 // refreshClusterState reads the configs of every topic in the metadata
 // cache with a replica on this broker and of those in extra, this
 // broker's dynamic configs and the cluster default, and every ACL rule,
 // and stores them as one new clusterState.
-func (a *Agent) refreshClusterState(ctx context.Context, extra map[string]rl.TopicID) (err error) {
+func (a *Agent) refreshClusterState(ctx context.Context, extra map[string]rl.TopicID) error {
 	a.stateMu.Lock()
 	defer a.stateMu.Unlock()
 	if a.fwd == nil {
 		return nil
 	}
-	defer func() { a.stateStale.Store(err != nil) }()
 	a.mu.RLock()
 	ids := make(map[string]rl.TopicID, len(a.topics))
 	for name, t := range a.topics {

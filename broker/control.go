@@ -122,7 +122,7 @@ func (a *Agent) run() {
 			continue // register again at once
 		}
 		a.retryClusterState()
-		a.retryFinalizedFeatures()
+		a.featuresRead.retry(a)
 		if !a.wait(a.cfg.HeartbeatInterval) {
 			return
 		}

@@ -51,14 +51,12 @@ func (a *Agent) readFinalizedFeatures(ctx context.Context) error {
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "ctrlquorum", "1"
 	resp, err := a.askController(ctx, req)
 	if err != nil {
-		a.featuresStale.Store(true)
 		return err
 	}
 	r := resp.(*kmsg.ApiVersionsResponse)
 	if r.FinalizedFeaturesEpoch < 0 {
 		// A controller of the release before feature levels: there is
 		// nothing to report.
-		a.featuresStale.Store(false)
 		return nil
 	}
 	f := &finalizedFeatures{epoch: r.FinalizedFeaturesEpoch, levels: r.FinalizedFeatures}
@@ -71,34 +69,5 @@ func (a *Agent) readFinalizedFeatures(ctx context.Context) error {
 			break
 		}
 	}
-	a.featuresStale.Store(false)
 	return nil
-}
-
-// readFinalizedFeaturesNow is readFinalizedFeatures bounded by the
-// request timeout; a failure is retried at the next heartbeat.
-func (a *Agent) readFinalizedFeaturesNow(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
-	defer cancel()
-	if err := a.readFinalizedFeatures(ctx); err != nil {
-		a.log.Warn("reading the finalized feature levels from the controller failed; retrying at the next heartbeat", "error", err)
-	}
-}
-
-// retryFinalizedFeatures reads the finalized levels in the background if
-// the last read failed.
-func (a *Agent) retryFinalizedFeatures() {
-	if !a.featuresStale.Load() || !a.featuresRetrying.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer a.featuresRetrying.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.RequestTimeout)
-		defer cancel()
-		if err := a.readFinalizedFeatures(ctx); err != nil {
-			a.log.Debug("reading the finalized feature levels from the controller failed again", "error", err)
-			return
-		}
-		a.log.Info("read the finalized feature levels from the controller again")
-	}()
 }

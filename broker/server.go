@@ -44,7 +44,7 @@ func (a *Agent) Handle(ctx context.Context, c *kafkawire.Conn, req kmsg.Request)
 		if resp.ErrorCode == 0 {
 			a.watchAfterUpdateMetadata(ctx)
 			if kafkaclient.UpdateMetadataType(r) == kafkaclient.UpdateMetadataFull {
-				a.readFinalizedFeaturesNow(ctx)
+				a.featuresRead.now(ctx, a, a.readFinalizedFeatures)
 			}
 		}
 		return resp, nil
